@@ -1,0 +1,4 @@
+from edgekit.cli import main
+import sys
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per `edgekit` subcommand; each exposes register(subparsers)."""

@@ -1,0 +1,370 @@
+"""A small, bounds-checked reader of the TFLite flatbuffer.
+
+It reads what edgekit needs before an interpreter sees the bytes (tensors, operators,
+buffers, metadata) and refuses anything that points outside the file. It never
+allocates by a count read from the file before checking that count against the file's
+size, so a malformed file costs a :class:`~edgekit.errors.ModelError`, not memory or a
+crash. Pure Python and numpy-free, so it runs anywhere the device side runs.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from edgekit.errors import ModelError
+from edgekit.runtimes._opnames import BUILTIN_OPS
+
+__all__ = [
+    "FILE_IDENTIFIER",
+    "TENSOR_TYPES",
+    "TensorDef",
+    "OperatorDef",
+    "SubgraphDef",
+    "BufferDef",
+    "TFLiteFile",
+    "parse_tflite",
+]
+
+FILE_IDENTIFIER = b"TFL3"
+EDGETPU_CUSTOM_OP = "edgetpu-custom-op"
+
+# TensorType code -> (name, bytes per element or 0 when not fixed)
+TENSOR_TYPES: dict[int, tuple[str, int]] = {
+    0: ("float32", 4), 1: ("float16", 2), 2: ("int32", 4), 3: ("uint8", 1), 4: ("int64", 8),
+    5: ("string", 0), 6: ("bool", 1), 7: ("int16", 2), 8: ("complex64", 8), 9: ("int8", 1),
+    10: ("float64", 8), 11: ("complex128", 16), 12: ("uint64", 8), 13: ("resource", 0),
+    14: ("variant", 0), 15: ("uint32", 4), 16: ("uint16", 2), 17: ("int4", 0), 18: ("bfloat16", 2),
+}
+
+_ITEMSIZE = {name: size for name, size in TENSOR_TYPES.values()}
+_MAX_RANK = 16
+
+
+@dataclass(frozen=True)
+class TensorDef:
+    name: str
+    shape: tuple[int, ...]
+    type: str
+    buffer: int
+    scale: tuple[float, ...] = ()
+    zero_point: tuple[int, ...] = ()
+    quantized_dimension: int = 0
+    shape_signature: tuple[int, ...] = ()
+    sparse: bool = False
+
+
+@dataclass(frozen=True)
+class OperatorDef:
+    opcode: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SubgraphDef:
+    name: str
+    tensors: tuple[TensorDef, ...]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    operators: tuple[OperatorDef, ...]
+
+
+@dataclass(frozen=True)
+class BufferDef:
+    start: int  # absolute offset of the data in the file, 0 when empty
+    size: int
+
+
+@dataclass(frozen=True)
+class TFLiteFile:
+    """What the flatbuffer says, checked against the file's size."""
+
+    size_bytes: int
+    version: int
+    description: str
+    opcodes: tuple[str, ...]
+    subgraphs: tuple[SubgraphDef, ...]
+    buffers: tuple[BufferDef, ...]
+    metadata: dict[str, int] = field(default_factory=dict)  # name -> buffer index
+    signature_keys: tuple[str, ...] = ()
+
+    @property
+    def edgetpu_compiled(self) -> bool:
+        return EDGETPU_CUSTOM_OP in self.opcodes
+
+    def op_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for sg in self.subgraphs:
+            for op in sg.operators:
+                counts[op.opcode] = counts.get(op.opcode, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def custom_ops(self) -> list[str]:
+        return sorted({op.opcode for sg in self.subgraphs for op in sg.operators
+                       if op.opcode not in BUILTIN_OPS})
+
+
+class _Reader:
+    """Bounds-checked access to flatbuffer tables and vectors in one bytes object."""
+
+    def __init__(self, data: bytes, label: str) -> None:
+        self.data = data
+        self.n = len(data)
+        self.label = label
+
+    def fail(self, what: str) -> ModelError:
+        return ModelError(
+            f"{self.label} is corrupt or truncated: {what}. Copy the file again from its source "
+            "(check its size and checksum), or re-export it."
+        )
+
+    def _check(self, pos: int, size: int, what: str) -> None:
+        if pos < 0 or size < 0 or pos + size > self.n:
+            raise self.fail(f"{what} lies outside the file (byte {pos}, {size} bytes, file has {self.n})")
+
+    def u8(self, pos: int) -> int:
+        self._check(pos, 1, "a byte field")
+        return self.data[pos]
+
+    def i8(self, pos: int) -> int:
+        self._check(pos, 1, "a byte field")
+        return struct.unpack_from("<b", self.data, pos)[0]
+
+    def u16(self, pos: int) -> int:
+        self._check(pos, 2, "a vtable entry")
+        return struct.unpack_from("<H", self.data, pos)[0]
+
+    def i32(self, pos: int) -> int:
+        self._check(pos, 4, "an int field")
+        return struct.unpack_from("<i", self.data, pos)[0]
+
+    def u32(self, pos: int) -> int:
+        self._check(pos, 4, "an offset")
+        return struct.unpack_from("<I", self.data, pos)[0]
+
+    def u64(self, pos: int) -> int:
+        self._check(pos, 8, "a 64-bit field")
+        return struct.unpack_from("<Q", self.data, pos)[0]
+
+    # --- tables -------------------------------------------------------------------------
+    def field_pos(self, table: int, index: int) -> int:
+        """Absolute position of field `index` of the table at `table`, or 0 if absent."""
+        vtable = table - self.i32(table)
+        self._check(vtable, 4, "a vtable")
+        vsize = self.u16(vtable)
+        if vsize < 4 or vsize % 2:
+            raise self.fail(f"a vtable has an impossible size {vsize}")
+        self._check(vtable, vsize, "a vtable")
+        slot = 4 + 2 * index
+        if slot >= vsize:
+            return 0
+        off = self.u16(vtable + slot)
+        if off == 0:
+            return 0
+        tsize = self.u16(vtable + 2)
+        if off >= tsize:
+            raise self.fail("a table field points past its table")
+        return table + off
+
+    def deref(self, pos: int) -> int:
+        target = pos + self.u32(pos)
+        self._check(target, 4, "a referenced table or vector")
+        return target
+
+    def table(self, table: int, index: int) -> int:
+        pos = self.field_pos(table, index)
+        return self.deref(pos) if pos else 0
+
+    def scalar(self, table: int, index: int, kind: str, default: int = 0) -> int:
+        pos = self.field_pos(table, index)
+        if not pos:
+            return default
+        return {"u8": self.u8, "i8": self.i8, "i32": self.i32, "u32": self.u32, "u64": self.u64}[kind](pos)
+
+    def vector(self, table: int, index: int, elem_size: int) -> tuple[int, int]:
+        """(start, length) of a vector field; (0, 0) when absent."""
+        pos = self.field_pos(table, index)
+        if not pos:
+            return 0, 0
+        vec = self.deref(pos)
+        length = self.u32(vec)
+        # Check the whole extent before anyone iterates: a huge count fails here.
+        self._check(vec + 4, length * elem_size, f"a vector of {length} elements")
+        return vec + 4, length
+
+    def string(self, table: int, index: int) -> str:
+        start, length = self.vector(table, index, 1)
+        if not start:
+            return ""
+        return self.data[start:start + length].decode("utf-8", errors="replace")
+
+    def ints(self, table: int, index: int, fmt: str = "i") -> tuple[int, ...]:
+        size = struct.calcsize("<" + fmt)
+        start, length = self.vector(table, index, size)
+        return struct.unpack_from(f"<{length}{fmt}", self.data, start) if length else ()
+
+    def tables(self, table: int, index: int) -> list[int]:
+        start, length = self.vector(table, index, 4)
+        return [self.deref(start + 4 * i) for i in range(length)]
+
+
+def _describe_foreign(head: bytes) -> str:
+    magic = {
+        b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"BM": "a BMP image",
+        b"PK\x03\x04": "a zip archive (a Keras .keras file or a zipped model?)",
+        b"\x1f\x8b": "a gzip archive (unpack it first)", b"\x7fELF": "a program (ELF binary)",
+        b"\x89HDF": "an HDF5 file (a Keras .h5 model: convert it with `edgekit convert` first)",
+        b"GIF8": "a GIF image", b"%PDF": "a PDF document",
+    }
+    for prefix, what in magic.items():
+        if head.startswith(prefix):
+            return what
+    if head[:1] in (b"{", b"["):
+        return "a JSON or text file"
+    if head[:2] == b"\x08\x03" or head[:1] == b"\x0a":
+        return "possibly a protobuf (a TensorFlow .pb graph? convert it with `edgekit convert` first)"
+    return "not a TFLite model"
+
+
+def parse_tflite(data: bytes, label: str = "the model") -> TFLiteFile:
+    """Parse and check a TFLite flatbuffer held in memory.
+
+    Raises:
+        ModelError: the bytes are not a TFLite model, or any offset, count or size in
+            them does not add up.
+    """
+    n = len(data)
+    if n == 0:
+        raise ModelError(f"{label} is empty (0 bytes). Copy the file again; the copy was interrupted or never written.")
+    if n < 8:
+        raise ModelError(f"{label} has only {n} bytes, too few for a TFLite model. Copy the file again.")
+    if data[4:8] != FILE_IDENTIFIER:
+        what = _describe_foreign(data[:8])
+        raise ModelError(
+            f"{label} is not a TFLite model: it lacks the 'TFL3' file identifier ({what}). "
+            "Pass a .tflite file, e.g. one written by `edgekit convert`."
+        )
+    r = _Reader(data, label)
+    root = r.u32(0)
+    r._check(root, 4, "the root table")
+
+    version = r.scalar(root, 0, "u32")
+    if version != 3:
+        raise ModelError(f"{label} declares schema version {version}; TFLite interpreters read version 3. Re-export the model.")
+
+    opcodes: list[str] = []
+    for oc in r.tables(root, 1):
+        deprecated = r.scalar(oc, 0, "i8")
+        builtin = r.scalar(oc, 3, "i32")
+        code = max(deprecated, builtin)
+        if code == 32:  # CUSTOM
+            opcodes.append(r.string(oc, 1) or "CUSTOM")
+        elif 0 <= code < len(BUILTIN_OPS):
+            opcodes.append(BUILTIN_OPS[code])
+        else:
+            opcodes.append(f"UNKNOWN_BUILTIN_{code}")
+
+    buffers: list[BufferDef] = []
+    for b in r.tables(root, 4):
+        start, length = r.vector(b, 0, 1)
+        if length:
+            buffers.append(BufferDef(start, length))
+            continue
+        offset, size = r.scalar(b, 1, "u64"), r.scalar(b, 2, "u64")
+        if offset > 1:  # large models keep data after the flatbuffer, offset from the file start
+            r._check(offset, size, "an external tensor buffer")
+            buffers.append(BufferDef(offset, size))
+        else:
+            buffers.append(BufferDef(0, 0))
+
+    subgraphs = [_read_subgraph(r, sg, len(opcodes), opcodes, buffers) for sg in r.tables(root, 2)]
+    if not subgraphs:
+        raise r.fail("it has no subgraph (no computation)")
+
+    metadata: dict[str, int] = {}
+    for md in r.tables(root, 6):
+        name, buf = r.string(md, 0), r.scalar(md, 1, "u32")
+        if buf >= len(buffers):
+            raise r.fail(f"metadata {name!r} points at buffer {buf} of {len(buffers)}")
+        metadata[name] = buf
+
+    sig_keys = tuple(r.string(sd, 4) for sd in r.tables(root, 7))
+    return TFLiteFile(
+        size_bytes=n, version=version, description=r.string(root, 3), opcodes=tuple(opcodes),
+        subgraphs=tuple(subgraphs), buffers=tuple(buffers), metadata=metadata, signature_keys=sig_keys,
+    )
+
+
+def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
+                   buffers: list[BufferDef]) -> SubgraphDef:
+    tensors: list[TensorDef] = []
+    for t in r.tables(sg, 0):
+        shape = r.ints(t, 0)
+        if len(shape) > _MAX_RANK or any(d < 0 for d in shape):
+            raise r.fail(f"a tensor has an impossible shape {shape[:8]}")
+        ttype = r.scalar(t, 1, "i8")
+        if ttype not in TENSOR_TYPES:
+            raise r.fail(f"a tensor has unknown element type {ttype}")
+        buf = r.scalar(t, 2, "u32")
+        if buf >= max(len(buffers), 1):
+            raise r.fail(f"a tensor points at buffer {buf}, but the model has {len(buffers)}")
+        scale: tuple[float, ...] = ()
+        zero_point: tuple[int, ...] = ()
+        qdim = 0
+        q = r.table(t, 4)
+        if q:
+            scale = r.ints(q, 2, "f")
+            zero_point = r.ints(q, 3, "q")
+            qdim = r.scalar(q, 6, "i32")
+        sparse = bool(r.field_pos(t, 6))
+        tdef = TensorDef(
+            name=r.string(t, 3), shape=tuple(shape), type=TENSOR_TYPES[ttype][0], buffer=buf,
+            scale=tuple(scale), zero_point=tuple(zero_point), quantized_dimension=qdim,
+            shape_signature=tuple(r.ints(t, 7)), sparse=sparse,
+        )
+        _check_constant_size(r, tdef, buffers)
+        tensors.append(tdef)
+
+    nt = len(tensors)
+
+    def check_indices(idx: tuple[int, ...], what: str, optional: bool = False) -> tuple[int, ...]:
+        for i in idx:
+            if i >= nt or i < (-1 if optional else 0):
+                raise r.fail(f"{what} refers to tensor {i}, but the subgraph has {nt}")
+        return idx
+
+    operators: list[OperatorDef] = []
+    for op in r.tables(sg, 3):
+        code = r.scalar(op, 0, "u32")
+        if code >= n_opcodes:
+            raise r.fail(f"an operator uses opcode {code}, but the model lists {n_opcodes}")
+        operators.append(OperatorDef(
+            opcode=opcodes[code],
+            inputs=check_indices(r.ints(op, 1), "an operator input", optional=True),
+            outputs=check_indices(r.ints(op, 2), "an operator output"),
+        ))
+    return SubgraphDef(
+        name=r.string(sg, 4), tensors=tuple(tensors),
+        inputs=check_indices(r.ints(sg, 1), "a subgraph input"),
+        outputs=check_indices(r.ints(sg, 2), "a subgraph output"),
+        operators=tuple(operators),
+    )
+
+
+def _check_constant_size(r: _Reader, t: TensorDef, buffers: list[BufferDef]) -> None:
+    """A constant tensor's data must be exactly shape x element size."""
+    if t.buffer == 0 or t.buffer >= len(buffers) or t.sparse:
+        return
+    have = buffers[t.buffer].size
+    itemsize = _ITEMSIZE[t.type]
+    if not have or not itemsize:
+        return
+    count = 1
+    for d in t.shape:
+        count *= d
+    if count * itemsize != have:
+        raise r.fail(
+            f"constant tensor {t.name!r} of shape {t.shape} and type {t.type} needs "
+            f"{count * itemsize} bytes, its buffer holds {have}"
+        )

@@ -1,0 +1,61 @@
+"""Checks on a model file before any of its bytes reach the C++ interpreter."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from edgekit.errors import ModelError
+from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
+
+__all__ = ["read_model_bytes", "validate_model_file", "MAX_MODEL_BYTES"]
+
+# Larger than any model a small device can run; keeps a wrong path (a disk image, a video)
+# from being read into memory whole.
+MAX_MODEL_BYTES = 2 * 1024**3
+
+
+def read_model_bytes(path: str | os.PathLike[str]) -> bytes:
+    """Read a model file, with a clear error for a missing path, a folder or an unreadable file.
+
+    Raises:
+        ModelError: the path is not a readable, plausibly sized file.
+    """
+    p = Path(path)
+    if not p.exists():
+        hint = ""
+        if p.parent.is_dir():
+            near = sorted(x.name for x in p.parent.glob("*.tflite"))[:5]
+            if near:
+                hint = f" .tflite files in {p.parent}: {', '.join(near)}"
+        raise ModelError(f"model file {str(p)!r} does not exist.{hint}")
+    if p.is_dir():
+        inside = sorted(x.name for x in p.glob("*.tflite"))[:5]
+        hint = f" It holds: {', '.join(inside)}." if inside else ""
+        if (p / "saved_model.pb").exists():
+            hint = " It is a TensorFlow SavedModel: convert it first with `edgekit convert`."
+        raise ModelError(f"{str(p)!r} is a directory, not a .tflite file.{hint}")
+    try:
+        size = p.stat().st_size
+        if size > MAX_MODEL_BYTES:
+            raise ModelError(f"{str(p)!r} is {size / 1e9:.1f} GB, larger than any TFLite model edgekit loads "
+                             f"({MAX_MODEL_BYTES / 1e9:.0f} GB). Check the path.")
+        with open(p, "rb") as f:
+            return f.read()
+    except PermissionError:
+        raise ModelError(f"cannot read {str(p)!r}: permission denied. Check the file's permissions "
+                         "(the service user must be able to read it).") from None
+    except OSError as exc:
+        raise ModelError(f"cannot read {str(p)!r}: {exc.strerror or exc}.") from None
+
+
+def validate_model_file(path: str | os.PathLike[str]) -> tuple[bytes, TFLiteFile]:
+    """Read and check a .tflite file: exists, not empty or truncated, TFLite identifier, sizes add up.
+
+    Returns the bytes (to hand to the interpreter, so the file is read once) and what they hold.
+
+    Raises:
+        ModelError: with a sentence saying what is wrong and what to do.
+    """
+    data = read_model_bytes(path)
+    return data, parse_tflite(data, label=f"model {os.fspath(path)!r}")
