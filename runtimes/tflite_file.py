@@ -112,6 +112,7 @@ class _Reader:
         self.data = data
         self.n = len(data)
         self.label = label
+        self.max_end = 0  # the furthest byte any checked read reached: where the flatbuffer ends
 
     def fail(self, what: str) -> ModelError:
         return ModelError(
@@ -122,6 +123,8 @@ class _Reader:
     def _check(self, pos: int, size: int, what: str) -> None:
         if pos < 0 or size < 0 or pos + size > self.n:
             raise self.fail(f"{what} lies outside the file (byte {pos}, {size} bytes, file has {self.n})")
+        if pos + size > self.max_end:
+            self.max_end = pos + size
 
     def u8(self, pos: int) -> int:
         self._check(pos, 1, "a byte field")
@@ -290,10 +293,19 @@ def parse_tflite(data: bytes, label: str = "the model") -> TFLiteFile:
         metadata[name] = buf
 
     sig_keys = tuple(r.string(sd, 4) for sd in r.tables(root, 7))
+    _check_trailer(r)
     return TFLiteFile(
         size_bytes=n, version=version, description=r.string(root, 3), opcodes=tuple(opcodes),
         subgraphs=tuple(subgraphs), buffers=tuple(buffers), metadata=metadata, signature_keys=sig_keys,
     )
+
+
+def _check_trailer(r: _Reader) -> None:
+    """Models with TFLite metadata may carry a zip of associated files (labels) after the
+    flatbuffer; a copy cut inside that zip loses its end-of-central-directory record."""
+    tail = r.data[r.max_end:r.max_end + 64]
+    if b"PK\x03\x04" in tail and b"PK\x05\x06" not in r.data[-65557:]:
+        raise r.fail("the zip of associated files (e.g. labels) appended to the model is cut short")
 
 
 def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
