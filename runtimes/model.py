@@ -24,6 +24,9 @@ from edgekit.runtimes.validate import validate_model_file
 __all__ = ["TensorSpec", "ModelInfo", "Model", "load_model", "inspect_model", "default_threads"]
 
 
+_NON_NUMPY_TYPES = frozenset({"string", "resource", "variant", "int4", "bfloat16"})
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """What one input or output tensor holds. ``scale == 0`` means not quantized."""
@@ -66,7 +69,8 @@ class TensorSpec:
 
     @classmethod
     def from_tensordef(cls, t: TensorDef, index: int) -> TensorSpec:
-        dtype = np.dtype(t.type) if t.type not in ("string", "resource", "variant", "int4") else np.dtype(object)
+        # numpy has no int4 or bfloat16, and string/resource/variant are not arrays of numbers.
+        dtype = np.dtype(object) if t.type in _NON_NUMPY_TYPES else np.dtype(t.type)
         return cls(name=t.name, index=index, shape=t.shape, dtype=dtype,
                    scale=float(t.scale[0]) if len(t.scale) == 1 else 0.0,
                    zero_point=int(t.zero_point[0]) if len(t.zero_point) == 1 else 0)
@@ -439,7 +443,11 @@ def _interpreter_error(path: str, exc: Exception, info: ModelInfo, be: Backend) 
         return ModelError(f"model {path!r} uses custom op(s) {ops} that {be} does not provide ({text}). "
                           "Re-export the model with builtin ops only, or load it where those ops are registered.")
     if "version" in low and ("op builtin_code" in low or "didn't find op" in low or "opcode" in low):
-        return ModelError(f"{be} cannot run model {path!r}: {text}. The model uses op versions newer than "
-                          "this interpreter; install ai-edge-litert (pip install ai-edge-litert) or "
-                          "re-export with an older converter.")
+        upgrade = ("upgrade it (pip install -U ai-edge-litert)" if be.name == "ai_edge_litert" else
+                   "install ai-edge-litert (pip install ai-edge-litert), or where only this interpreter "
+                   f"exists (32-bit Raspberry Pi OS), convert with TensorFlow {be.version}")
+        text = text.rstrip(". ")
+        end = " " if text.endswith(("?", "!")) else ". "
+        return ModelError(f"{be} cannot run model {path!r}: {text}{end}The model uses op versions "
+                          f"newer than this interpreter: {upgrade}.")
     return ModelError(f"{be} could not load model {path!r}: {text}")

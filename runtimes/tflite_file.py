@@ -351,6 +351,7 @@ def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
         code = r.scalar(op, 0, "u32")
         if code >= n_opcodes:
             raise r.fail(f"an operator uses opcode {code}, but the model lists {n_opcodes}")
+        _check_custom_options(r, op)
         operators.append(OperatorDef(
             opcode=opcodes[code],
             inputs=check_indices(r.ints(op, 1), "an operator input", optional=True),
@@ -362,6 +363,14 @@ def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
         outputs=check_indices(r.ints(sg, 2), "a subgraph output"),
         operators=tuple(operators),
     )
+
+
+def _check_custom_options(r: _Reader, op: int) -> None:
+    """Custom options (an Edge TPU op keeps the whole compiled model there) must lie inside the file."""
+    r.vector(op, 5, 1)
+    offset, size = r.scalar(op, 9, "u64"), r.scalar(op, 10, "u64")
+    if offset > 1:  # large models keep them after the flatbuffer, like buffers
+        r._check(offset, size, "an operator's custom options")
 
 
 def _check_constant_size(r: _Reader, t: TensorDef, buffers: list[BufferDef]) -> None:

@@ -1,0 +1,126 @@
+"""`edgekit info MODEL`: what a .tflite file holds, read from the file alone.
+
+It never creates an interpreter, so it is safe on any file, including one that would
+crash or hang an interpreter, and on a machine without the Edge TPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from edgekit.commands._common import table
+from edgekit.errors import BackendError
+from edgekit.runtimes.backends import resolve_backend
+from edgekit.runtimes.model import inspect_model
+
+__all__ = ["register", "run", "info_dict"]
+
+
+def register(subparsers: Any) -> None:
+    from edgekit.cli import HelpFormatter
+
+    p = subparsers.add_parser(
+        "info", help="describe a .tflite model (tensors, ops, Edge TPU, metadata)",
+        description="Describe a .tflite model without running it: size, inputs and outputs with their "
+                    "quantization, operator counts, Edge TPU compilation, custom ops, metadata, and "
+                    "the interpreter that would load it.",
+        formatter_class=HelpFormatter)
+    p.add_argument("model", metavar="MODEL", help="the .tflite file")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(func=run)
+
+
+def info_dict(path: str) -> dict[str, Any]:
+    """ModelInfo.to_dict() plus the backend and delegate that loading would use.
+
+    Raises:
+        ModelError: the file is missing, not a TFLite model, or malformed.
+    """
+    info = inspect_model(path)
+    d = info.to_dict()
+    try:
+        be = resolve_backend()
+        d["backend"], d["backend_version"], d["backend_error"] = be.name, be.version, None
+    except BackendError as exc:
+        d["backend"], d["backend_version"], d["backend_error"] = None, None, str(exc)
+    # What Delegate.AUTO resolves to for this file.
+    d["delegate"] = "edgetpu" if info.edgetpu_compiled else "xnnpack"
+    return d
+
+
+def run(args: argparse.Namespace) -> int:
+    d = info_dict(args.model)
+    if args.json:
+        print(json.dumps(d, indent=2, default=str))
+    else:
+        print(render(d))
+    return 0
+
+
+def render(d: dict[str, Any]) -> str:
+    """The human-readable report of :func:`info_dict`."""
+    backend = (f"{d['backend']} {d['backend_version']}" if d["backend"]
+               else f"none usable ({d['backend_error']})")
+    n_ops = sum(d["ops"].values())
+    summary = [
+        ("model", d["path"]),
+        ("size", f"{_size(d['size_bytes'])} ({d['size_bytes']:,} bytes)"),
+        ("subgraphs", str(d["subgraphs"])),
+        ("signatures", ", ".join(d["signatures"]) or "-"),
+        ("edge tpu", "compiled (needs libedgetpu and an Edge TPU)" if d["edgetpu_compiled"] else "no"),
+        ("custom ops", ", ".join(d["custom_ops"]) or "-"),
+        ("would load", f"{backend}, delegate {d['delegate']}"),
+        ("edgekit meta", _metadata_summary(d["metadata"])),
+        ("other meta", ", ".join(d["other_metadata"]) or "-"),
+    ]
+    width = max(len(k) for k, _ in summary)
+    parts = ["\n".join(f"{k.ljust(width)}  {v}" for k, v in summary)]
+    for title in ("inputs", "outputs"):
+        parts.append(f"{title}\n" + _tensor_table(d[title]))
+    ops = table(["op", "count"], sorted(d["ops"].items(), key=lambda kv: (-kv[1], kv[0])),
+                right=[False, True], indent="  ")
+    parts.append(f"ops ({n_ops} in all)\n{ops}")
+    return "\n\n".join(parts)
+
+
+def _tensor_table(specs: list[dict[str, Any]]) -> str:
+    rows = []
+    for s in specs:
+        quantized = s["scale"] != 0.0
+        rows.append([s["index"], s["name"], _shape(s["shape"]), s["dtype"],
+                     f"{s['scale']:.6g}" if quantized else "-", s["zero_point"] if quantized else "-"])
+    return table(["#", "name", "shape", "dtype", "scale", "zero_point"], rows,
+                 right=[True, False, False, False, True, True], indent="  ")
+
+
+def _shape(shape: list[int]) -> str:
+    # A tensor the file gives no shape (e.g. the outputs of SSD's post-processing op) gets
+    # one when the interpreter allocates it.
+    return "x".join(map(str, shape)) if shape else "(set at run time)"
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} B"
+
+
+def _metadata_summary(meta: dict[str, Any] | None) -> str:
+    if not meta:
+        return "none (preprocessing and labels follow the conventions; pass --labels)"
+    bits = []
+    for key in ("task", "output_format", "edgekit_version"):
+        if key in meta:
+            bits.append(f"{key}={meta[key]}")
+    if isinstance(meta.get("labels"), list):
+        bits.append(f"{len(meta['labels'])} labels")
+    pre = meta.get("preprocessing")
+    if isinstance(pre, dict):
+        bits.append("preprocessing " + ", ".join(f"{k}={v}" for k, v in pre.items()))
+    q = meta.get("quantization")
+    if isinstance(q, dict) and "mode" in q:
+        bits.append(f"quantization={q['mode']}")
+    return "; ".join(bits) or "present (no known keys)"

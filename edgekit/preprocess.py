@@ -1,0 +1,402 @@
+"""Images into model inputs, and boxes from model inputs back onto the image.
+
+Small pure functions shared by ``edgekit classify`` and the detection loop::
+
+    image = load_image("photo.jpg")                             # RGB uint8, H x W x 3
+    resized, tf = fit(image, (300, 300), ResizeMode.LETTERBOX)   # size is (width, height)
+    x = to_input(resized, model.inputs[0], Normalization.from_metadata(model.metadata))
+    boxes_px = tf.normalized_to_source(boxes_normalized)         # back onto `image`, clipped
+
+Coordinates are continuous: pixel ``i`` spans ``[i, i + 1)``, so a box covering a whole
+W x H image is ``(0, 0, W, H)`` and the mapping between image and input is exact.
+"""
+
+from __future__ import annotations
+
+import enum
+import numbers
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import cv2
+import numpy as np
+
+from edgekit.errors import InputError, ModelError
+from edgekit.runtimes.model import TensorSpec
+
+__all__ = [
+    "MAX_IMAGE_PIXELS",
+    "LETTERBOX_PAD",
+    "ColorOrder",
+    "Normalization",
+    "ResizeMode",
+    "Transform",
+    "fit",
+    "fit_into",
+    "load_image",
+    "to_input",
+]
+
+MAX_IMAGE_PIXELS = 100_000_000
+# Letterbox borders are gray 114: what YOLO-family models see in training.
+LETTERBOX_PAD = 114
+
+
+def load_image(path: str | os.PathLike[str]) -> np.ndarray:
+    """Read an image file as RGB uint8 of shape (H, W, 3), upright per its EXIF orientation.
+
+    Grayscale is repeated into three channels; alpha (RGBA, LA, palette transparency) is
+    composited on black; 16-bit images are scaled to 8 bits. Any format Pillow reads
+    (BMP, JPEG, PNG, WebP, TIFF, ...).
+
+    Raises:
+        InputError: the path is missing, a folder, empty, not an image, truncated or
+            corrupt, or larger than :data:`MAX_IMAGE_PIXELS`.
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    p = Path(path)
+    _check_image_path(p)
+    try:
+        # Pillow warns above ~89 MP and refuses above twice that; our limit sits between.
+        with Image.open(p) as im:
+            w, h = im.size
+            if w * h > MAX_IMAGE_PIXELS:
+                raise _too_large(p, w, h)
+            im.load()
+            return _to_rgb8(ImageOps.exif_transpose(im))
+    except InputError:
+        raise
+    except PermissionError:
+        raise InputError(f"cannot read image {str(p)!r}: permission denied. Check the file's permissions.") from None
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"image {str(p)!r} is larger than the {MAX_IMAGE_PIXELS / 1e6:.0f} megapixels edgekit "
+                         f"reads ({exc}). Downscale it first.") from None
+    except UnidentifiedImageError:
+        raise InputError(f"{str(p)!r} is not an image Pillow can read (expected BMP, JPEG, PNG, WebP, "
+                         f"...; the file starts with {_head(p)!r}). Pass an image file.") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        # Pillow reports a cut-off or damaged file as any of these, depending on the codec.
+        raise InputError(f"image {str(p)!r} is truncated or corrupt ({exc}). Copy or save it again.") from None
+
+
+def _check_image_path(p: Path) -> None:
+    if not p.exists():
+        raise InputError(f"image file {str(p)!r} does not exist. Check the path.")
+    if p.is_dir():
+        raise InputError(f"{str(p)!r} is a directory; pass image files (e.g. {str(p / '*.jpg')!r}).")
+    if p.stat().st_size == 0:
+        raise InputError(f"image file {str(p)!r} is empty (0 bytes); the copy was interrupted or never written.")
+
+
+def _too_large(p: Path, w: int, h: int) -> InputError:
+    return InputError(f"image {str(p)!r} is {w}x{h} ({w * h / 1e6:.0f} megapixels); edgekit reads at most "
+                      f"{MAX_IMAGE_PIXELS / 1e6:.0f} megapixels. Downscale it first.")
+
+
+def _head(p: Path) -> bytes:
+    with open(p, "rb") as f:
+        return f.read(8)
+
+
+def _to_rgb8(im: Any) -> np.ndarray:
+    """Any Pillow mode -> RGB uint8 array."""
+    mode = im.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+        a = np.asarray(im)
+        if mode == "F" and a.size and float(a.max()) <= 1.0:
+            a = a * 255.0  # float images in [0, 1]
+        elif mode != "F":
+            a = a.astype(np.float64) / 257.0  # 0..65535 -> 0..255
+        gray = np.clip(np.round(a), 0, 255).astype(np.uint8)
+        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+    if mode in ("P", "PA"):
+        im = im.convert("RGBA" if mode == "PA" or "transparency" in im.info else "RGB")
+    elif mode not in ("RGB", "RGBA", "RGBa", "L", "LA", "La"):
+        im = im.convert("RGB")  # 1, CMYK, YCbCr, LAB, HSV
+    a = np.asarray(im)
+    if a.ndim == 2:
+        return np.ascontiguousarray(np.repeat(a[:, :, None], 3, axis=2))
+    if a.shape[2] == 2:  # gray + alpha
+        gray = np.repeat(a[:, :, :1], 3, axis=2)
+        return _on_black(gray, a[:, :, 1:], premultiplied=im.mode == "La")
+    if a.shape[2] == 4:
+        return _on_black(a[:, :, :3], a[:, :, 3:], premultiplied=im.mode == "RGBa")
+    return np.ascontiguousarray(a)
+
+
+def _on_black(rgb: np.ndarray, alpha: np.ndarray, premultiplied: bool) -> np.ndarray:
+    if premultiplied:
+        return np.ascontiguousarray(rgb)
+    out = (rgb.astype(np.uint16) * alpha.astype(np.uint16) + 127) // 255
+    return out.astype(np.uint8)
+
+
+class ResizeMode(str, enum.Enum):
+    """STRETCH: scale each axis to fit (aspect ratio changes; what SSD/MobileNet expect).
+    LETTERBOX: one scale keeping the aspect ratio, the rest padded, centered (YOLO)."""
+
+    STRETCH = "stretch"
+    LETTERBOX = "letterbox"
+
+
+@dataclass(frozen=True)
+class Transform:
+    """The exact mapping between source-image pixels and model-input pixels.
+
+    ``input = source * scale + pad`` on each axis, in continuous pixel coordinates.
+    For LETTERBOX the two scales are the content's real size over the source's, so they
+    differ by the rounding of the content size at most.
+    """
+
+    src_size: tuple[int, int]  # (width, height) of the source image
+    dst_size: tuple[int, int]  # (width, height) of the model input
+    scale_x: float
+    scale_y: float
+    pad_x: float = 0.0
+    pad_y: float = 0.0
+
+    def boxes_to_source(self, boxes_xyxy: np.ndarray) -> np.ndarray:
+        """Boxes (..., 4) as x1, y1, x2, y2 in input pixels -> source pixels, clipped to the image.
+
+        Raises:
+            InputError: the last axis is not 4 long.
+        """
+        b = _as_boxes(boxes_xyxy)
+        offset = np.array([self.pad_x, self.pad_y, self.pad_x, self.pad_y])
+        scale = np.array([self.scale_x, self.scale_y, self.scale_x, self.scale_y])
+        out = (b - offset) / scale
+        w, h = self.src_size
+        return np.clip(out, 0.0, np.array([w, h, w, h], dtype=np.float64))
+
+    def normalized_to_source(self, boxes_xyxy_normalized: np.ndarray) -> np.ndarray:
+        """Boxes as x1, y1, x2, y2 in [0, 1] of the model input -> source pixels, clipped.
+
+        Raises:
+            InputError: the last axis is not 4 long.
+        """
+        b = _as_boxes(boxes_xyxy_normalized)
+        w, h = self.dst_size
+        return self.boxes_to_source(b * np.array([w, h, w, h], dtype=np.float64))
+
+
+def _as_boxes(boxes: np.ndarray) -> np.ndarray:
+    b = np.asarray(boxes, dtype=np.float64)
+    if b.ndim == 0 or b.shape[-1] != 4:
+        raise InputError(f"boxes must have shape (..., 4) as x1, y1, x2, y2; got shape {b.shape}")
+    return b
+
+
+def _plan(src_hw: tuple[int, int], dst_wh: tuple[int, int], mode: ResizeMode) -> tuple[Transform, int, int]:
+    """The transform, and the size (width, height) of the image's content inside the input."""
+    h, w = src_hw
+    dw, dh = dst_wh
+    if mode is ResizeMode.STRETCH:
+        return Transform((w, h), (dw, dh), dw / w, dh / h), dw, dh
+    scale = min(dw / w, dh / h)
+    nw, nh = max(1, min(dw, round(w * scale))), max(1, min(dh, round(h * scale)))
+    tf = Transform((w, h), (dw, dh), nw / w, nh / h, float((dw - nw) // 2), float((dh - nh) // 2))
+    return tf, nw, nh
+
+
+def _check_image(image: np.ndarray) -> np.ndarray:
+    a = np.asarray(image)
+    if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8 or 0 in a.shape:
+        raise InputError(f"expected an RGB uint8 image of shape (H, W, 3), got {a.dtype.name} {a.shape}. "
+                         "Use load_image(), or convert (e.g. cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)).")
+    return a
+
+
+def _resize_into(image: np.ndarray, target: np.ndarray) -> None:
+    th, tw = target.shape[:2]
+    h, w = image.shape[:2]
+    # INTER_AREA averages every source pixel when shrinking a lot; INTER_LINEAR would alias.
+    interp = cv2.INTER_AREA if tw < w / 2 or th < h / 2 else cv2.INTER_LINEAR
+    if (th, tw) == (h, w):
+        target[...] = image
+        return
+    out = cv2.resize(image, (tw, th), dst=target, interpolation=interp)
+    if not np.shares_memory(out, target):  # OpenCV made its own array; copy it in
+        target[...] = out
+
+
+def _mode(mode: ResizeMode | str) -> ResizeMode:
+    if isinstance(mode, ResizeMode):
+        return mode
+    try:
+        return ResizeMode(str(mode).lower())
+    except ValueError:
+        raise InputError(f"unknown resize mode {mode!r}; choose one of "
+                         f"{', '.join(m.value for m in ResizeMode)}") from None
+
+
+def fit(image: np.ndarray, size: tuple[int, int], mode: ResizeMode | str = ResizeMode.STRETCH,
+        *, pad_value: int = LETTERBOX_PAD) -> tuple[np.ndarray, Transform]:
+    """Resize an RGB uint8 image to ``size`` = (width, height) for a model input.
+
+    LETTERBOX pads with ``pad_value`` (114 gray by default, what YOLO models are trained
+    with; pass 0 for black).
+
+    Raises:
+        InputError: the image is not H x W x 3 uint8, or the size is not positive.
+    """
+    dw, dh = int(size[0]), int(size[1])
+    if dw < 1 or dh < 1:
+        raise InputError(f"the target size must be positive (width, height), got {tuple(size)}")
+    out = np.empty((dh, dw, 3), dtype=np.uint8)
+    return out, fit_into(image, out, mode, pad_value=pad_value)
+
+
+def fit_into(image: np.ndarray, out_view: np.ndarray, mode: ResizeMode | str = ResizeMode.STRETCH,
+             *, pad_value: int = LETTERBOX_PAD) -> Transform:
+    """Resize an RGB uint8 image straight into ``out_view`` (H x W x 3 or 1 x H x W x 3 uint8),
+    e.g. ``model.input_view(0)``, with no intermediate copy.
+
+    Raises:
+        InputError: the image or the view is not H x W x 3 uint8 (for float or int8 inputs
+            use :func:`fit` then :func:`to_input`).
+    """
+    a = _check_image(image)
+    view = out_view[0] if out_view.ndim == 4 and out_view.shape[0] == 1 else out_view
+    if view.ndim != 3 or view.shape[2] != 3 or view.dtype != np.uint8:
+        raise InputError(f"fit_into writes uint8 pixels into an (H, W, 3) or (1, H, W, 3) uint8 array, got "
+                         f"{out_view.dtype.name} {out_view.shape}. For float or int8 model inputs use fit() "
+                         "then to_input().")
+    m = _mode(mode)
+    tf, nw, nh = _plan(a.shape[:2], (view.shape[1], view.shape[0]), m)
+    if m is ResizeMode.STRETCH:
+        _resize_into(a, view)
+        return tf
+    x0, y0 = int(tf.pad_x), int(tf.pad_y)
+    view[:y0] = pad_value
+    view[y0 + nh:] = pad_value
+    view[y0:y0 + nh, :x0] = pad_value
+    view[y0:y0 + nh, x0 + nw:] = pad_value
+    _resize_into(a, view[y0:y0 + nh, x0:x0 + nw])
+    return tf
+
+
+class ColorOrder(str, enum.Enum):
+    RGB = "RGB"
+    BGR = "BGR"
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """How pixels become the model's real input values: ``real = (pixel - mean) / std``.
+
+    ``mean``/``std`` of None mean "the convention for the input's type" (see
+    :func:`to_input`); ``color`` is the channel order the model was trained on.
+    """
+
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    color: ColorOrder = ColorOrder.RGB
+
+    def __post_init__(self) -> None:
+        try:
+            if not isinstance(self.color, ColorOrder):
+                object.__setattr__(self, "color", ColorOrder(str(self.color).upper()))
+        except ValueError:
+            raise InputError(f"color must be RGB or BGR, got {self.color!r}") from None
+        if (self.mean is None) != (self.std is None):
+            raise InputError("give both mean and std, or neither")
+        for name in ("mean", "std"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _three(name, value))
+        if self.std is not None and any(s == 0 for s in self.std):
+            raise InputError(f"std must not be 0, got {self.std}")
+
+    @classmethod
+    def from_metadata(cls, meta: Mapping[str, Any] | None) -> Normalization | None:
+        """The normalization in edgekit metadata (the whole document or its ``preprocessing``).
+
+        Returns None when the metadata says nothing about it.
+
+        Raises:
+            ModelError: the metadata holds values that make no sense.
+        """
+        if not meta:
+            return None
+        pre = meta.get("preprocessing", meta)
+        if not isinstance(pre, Mapping) or not any(k in pre for k in ("mean", "std", "color")):
+            return None
+        try:
+            return cls(mean=pre.get("mean"), std=pre.get("std"), color=pre.get("color") or "RGB")
+        except (InputError, TypeError) as exc:
+            raise ModelError(f"the model's edgekit metadata has invalid preprocessing {dict(pre)}: {exc}. "
+                             "Re-export the model with `edgekit convert`.") from None
+
+
+def _three(name: str, value: Any) -> tuple[float, float, float]:
+    vals = [value] if isinstance(value, numbers.Real) else list(value)
+    if len(vals) == 1:
+        vals = vals * 3
+    if len(vals) != 3 or not all(_finite_number(v) for v in vals):
+        raise InputError(f"{name} must be one number or three (one per channel), got {value!r}")
+    return (float(vals[0]), float(vals[1]), float(vals[2]))
+
+
+def _finite_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+
+def to_input(image: np.ndarray, spec: TensorSpec, norm: Normalization | None = None) -> np.ndarray:
+    """A resized RGB uint8 image -> exactly what input ``spec`` holds (its dtype and shape).
+
+    With ``norm`` giving mean/std: ``real = (pixel - mean) / std``, then quantized with the
+    input's scale and zero point (or cast, for float inputs). Without (models carrying no
+    metadata) the conventions of published image models apply:
+
+    * uint8 input: the pixels as they are (quantized image models take raw pixels, e.g.
+      scale 1/128 and zero point 128 encode the [-1, 1] range);
+    * int8 input: ``pixel - 128``;
+    * float input: ``(pixel - 127.5) / 127.5``, the MobileNet convention ([-1, 1]);
+    * int16 input: the MobileNet convention, quantized.
+
+    ``norm.color == BGR`` swaps the channels first.
+
+    Raises:
+        InputError: the image size differs from the input's, or the input is not an image.
+    """
+    a = _check_image(image)
+    hw = _image_hw(spec)
+    if a.shape[:2] != hw:
+        raise InputError(f"input {spec.name!r} expects an image of {hw[1]}x{hw[0]} (shape {spec.shape}), "
+                         f"got {a.shape[1]}x{a.shape[0]} {a.shape}. Resize it with fit() first.")
+    if norm is not None and norm.color is ColorOrder.BGR:
+        a = a[:, :, ::-1]
+    dtype = np.dtype(spec.dtype)
+    if norm is not None and norm.mean is not None and norm.std is not None:
+        real = (a.astype(np.float32) - np.float32(norm.mean)) / np.float32(norm.std)
+        out = _real_to(real, spec)
+    elif dtype == np.uint8:
+        out = a
+    elif dtype == np.int8:
+        out = (a.astype(np.int16) - 128).astype(np.int8)
+    elif np.issubdtype(dtype, np.floating) or (spec.quantized and dtype == np.int16):
+        out = _real_to((a.astype(np.float32) - np.float32(127.5)) / np.float32(127.5), spec)
+    else:
+        raise InputError(f"input {spec.name!r} is {dtype.name}; edgekit has no image convention for it. "
+                         "Give a Normalization (mean, std) or feed the array yourself.")
+    return np.ascontiguousarray(out).reshape(spec.shape)
+
+
+def _real_to(real: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    dtype = np.dtype(spec.dtype)
+    if spec.quantized or np.issubdtype(dtype, np.floating):
+        return spec.quantize(real)
+    info = np.iinfo(dtype)  # an unquantized integer input: the rounded real values
+    return np.clip(np.round(real), info.min, info.max).astype(dtype)
+
+
+def _image_hw(spec: TensorSpec) -> tuple[int, int]:
+    shape = tuple(spec.shape)
+    if len(shape) == 4 and shape[0] == 1 and shape[3] == 3:
+        return shape[1], shape[2]
+    if len(shape) == 3 and shape[2] == 3:
+        return shape[0], shape[1]
+    raise InputError(f"input {spec.name!r} of shape {shape} is not an RGB image input (1, H, W, 3).")

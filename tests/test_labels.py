@@ -1,0 +1,81 @@
+"""Label files in the formats people have, and matching them to a model's outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edgekit.errors import InputError
+from edgekit.labels import align_labels, label_for, load_labels
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("person\nbicycle\ncar\n", ["person", "bicycle", "car"]),
+    ("person\r\nbicycle\r\n\r\n\n", ["person", "bicycle"]),  # CRLF, trailing blank lines
+    ("\ufeffbackground\ntench, Tinca tinca\n", ["background", "tench, Tinca tinca"]),  # BOM
+    ("a\n\nc\n", ["a", "", "c"]),  # a blank line keeps its id
+    ("0  person\n1  bicycle\n3  motorcycle\n", ["person", "bicycle", "", "motorcycle"]),  # pycoral coco
+    ("0: cat\n1: dog\n", ["cat", "dog"]),
+    ("2 two\n0 zero\n", ["zero", "", "two"]),  # any order
+    ("1st place\n2nd place\n", ["1st place", "2nd place"]),  # not pairs: a label starting with a digit
+    ("0 zero\nnot a pair\n", ["0 zero", "not a pair"]),  # mixed: read as plain lines
+    ("7 up\n", ["", "", "", "", "", "", "", "up"]),
+])
+def test_load_labels(tmp_path: Path, text: str, expected: list[str]) -> None:
+    path = tmp_path / "labels.txt"
+    path.write_text(text, encoding="utf-8")
+    assert load_labels(path) == expected
+
+
+@pytest.mark.parametrize(("content", "fragment"), [
+    (None, "does not exist"),
+    ("", "holds no labels"),
+    ("\n\n", "holds no labels"),
+    (b"\xff\xfe\x00bad", "is not UTF-8"),
+    ("0 cat\n0 dog\n", "gives id 0 twice"),
+    ("4000000000 cat\n", "ids above 1000000"),
+])
+def test_bad_label_files(tmp_path: Path, content: Any, fragment: str) -> None:
+    path = tmp_path / "labels.txt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(InputError) as err:
+        load_labels(path)
+    assert fragment in str(err.value)
+
+
+def test_label_directory(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is a directory"):
+        load_labels(tmp_path)
+
+
+@pytest.mark.parametrize(("labels", "i", "expected"), [
+    (["a", "b"], 1, "b"), (["a", "b"], 2, "2"), (["a", ""], 1, "1"), (None, 5, "5"), (["a"], -1, "-1"),
+])
+def test_label_for(labels: list[str] | None, i: int, expected: str) -> None:
+    assert label_for(labels, i) == expected
+
+
+@pytest.mark.parametrize(("n_labels", "classes", "first", "shift", "note"), [
+    (1001, 1001, "l0", 0, False),  # imagenet_labels.txt with its "background" line
+    (1000, 1001, "background", 1, False),  # a 1000-line file for a 1001-output model
+    (90, 90, "l0", 0, False),
+    (10, 1001, "l0", 0, True),
+])
+def test_align_labels(n_labels: int, classes: int, first: str, shift: int, note: bool) -> None:
+    labels = [f"l{i}" for i in range(n_labels)]
+    aligned, message = align_labels(labels, classes)
+    assert aligned[0] == first
+    assert aligned[5] == f"l{5 - shift}"
+    assert (message is not None) is note
+
+
+def test_real_label_files(shared_models: Path) -> None:
+    imagenet = load_labels(shared_models / "imagenet_labels.txt")
+    coco = load_labels(shared_models / "coco_labels.txt")
+    assert (len(imagenet), imagenet[0], imagenet[653]) == (1001, "background", "military uniform")
+    assert (len(coco), coco[0]) == (90, "person")
