@@ -15,6 +15,7 @@ __all__ = [
     "SourceError",
     "ConfigError",
     "ConversionError",
+    "AccuracyGateError",
 ]
 
 
@@ -50,3 +51,9 @@ class ConfigError(EdgekitError, ValueError):
 
 class ConversionError(EdgekitError):
     """Converting or checking a model on the workstation failed."""
+
+
+class AccuracyGateError(ConversionError):
+    """A converted model lost more accuracy than allowed (--max-drop); the CLI exits with 3."""
+
+    exit_code = 3

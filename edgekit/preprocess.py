@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import numbers
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -60,13 +61,19 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
     p = Path(path)
     _check_image_path(p)
     try:
-        # Pillow warns above ~89 MP and refuses above twice that; our limit sits between.
-        with Image.open(p) as im:
+        # Pillow warns above ~89 MP and refuses above twice that; our limit sits between,
+        # so its warning (printed on stderr, under the CLI's one-line errors) is noise here.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(p)
+        with im:
             w, h = im.size
             if w * h > MAX_IMAGE_PIXELS:
                 raise _too_large(p, w, h)
             im.load()
-            return _to_rgb8(ImageOps.exif_transpose(im))
+            # In place: a copy of a 100-megapixel image would cost another 300 MB.
+            ImageOps.exif_transpose(im, in_place=True)
+            return _to_rgb8(im)
     except InputError:
         raise
     except PermissionError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
@@ -17,11 +18,18 @@ from edgekit.runtimes.delegates import (
     EdgeTPUDevice,
     load_edgetpu_delegate,
 )
+from edgekit.runtimes._probe import DEFAULT_PROBE_TIMEOUT, probe_model
 from edgekit.runtimes.metadata import other_metadata_names, read_metadata
 from edgekit.runtimes.tflite_file import TensorDef, TFLiteFile
 from edgekit.runtimes.validate import validate_model_file
 
-__all__ = ["TensorSpec", "ModelInfo", "Model", "load_model", "inspect_model", "default_threads"]
+__all__ = ["TensorSpec", "ModelInfo", "Model", "load_model", "inspect_model", "default_threads",
+           "isolate_default", "ISOLATE_ENV_VAR", "ISOLATE_TIMEOUT_ENV_VAR"]
+
+# Set to 1 to load every model as load_model(..., isolate=True) does (e.g. in a service
+# whose model folder others can write to); the second sets the trial run's time limit.
+ISOLATE_ENV_VAR = "EDGEKIT_ISOLATE"
+ISOLATE_TIMEOUT_ENV_VAR = "EDGEKIT_ISOLATE_TIMEOUT"
 
 
 _NON_NUMPY_TYPES = frozenset({"string", "resource", "variant", "int4", "bfloat16"})
@@ -361,10 +369,41 @@ def _count_delegate_nodes(interp: Any) -> int:
         return 0
 
 
+def isolate_default() -> bool:
+    """What ``isolate=None`` means: the ``EDGEKIT_ISOLATE`` variable (1/true/yes), else False."""
+    return os.environ.get(ISOLATE_ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _isolate_timeout(value: float | None) -> float:
+    """`value`, else ``EDGEKIT_ISOLATE_TIMEOUT``, else the default; a positive number of seconds.
+
+    Raises:
+        InputError: the value is not a positive number.
+    """
+    if value is None:
+        text = os.environ.get(ISOLATE_TIMEOUT_ENV_VAR, "").strip()
+        try:
+            value = float(text) if text else DEFAULT_PROBE_TIMEOUT
+        except ValueError:
+            raise InputError(f"{ISOLATE_TIMEOUT_ENV_VAR} must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise InputError(f"the isolation timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate.AUTO,
                num_threads: int | None = None, *, backend: str | None = None,
-               edgetpu_device: str | EdgeTPUDevice | None = None) -> Model:
+               edgetpu_device: str | EdgeTPUDevice | None = None, isolate: bool | None = None,
+               isolate_timeout: float | None = None) -> Model:
     """Load a .tflite model with the best interpreter and delegate available here.
+
+    Every file is first checked by edgekit's bounds-checked reader, which refuses what
+    would make the interpreter read outside the file or crash on known patterns. With
+    ``isolate=True`` the interpreter is also created, allocated and invoked once on zeros
+    in a child process first (about 0.3-0.5 s, once per file content and settings per
+    process): a file that crashes or hangs the interpreter there raises ModelError here,
+    and this process never runs it. Use it for files you did not produce (uploads,
+    hot-updated model folders); trusted files load faster without it.
 
     Args:
         path: the .tflite file.
@@ -374,9 +413,14 @@ def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate
         backend: 'ai_edge_litert', 'tflite_runtime' or 'tensorflow'; default the
             ``EDGEKIT_BACKEND`` variable, else the first that works.
         edgetpu_device: 'usb', 'usb:N', 'pci', 'pci:N' or ':N'.
+        isolate: try the file in a child process first (see above); default the
+            ``EDGEKIT_ISOLATE`` variable, else False.
+        isolate_timeout: seconds the child may take to load and run the model once;
+            default ``EDGEKIT_ISOLATE_TIMEOUT``, else 60.
 
     Raises:
-        ModelError: the file is missing, malformed, or uses ops this interpreter lacks.
+        ModelError: the file is missing, malformed, uses ops this interpreter lacks, or
+            (isolate=True) crashed or hung the interpreter in the child process.
         DelegateError: the Edge TPU was asked for and cannot be used.
         BackendError: no interpreter can be used.
     """
@@ -398,6 +442,13 @@ def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate
     resolved = delegate
     if delegate is Delegate.AUTO:
         resolved = Delegate.EDGETPU if parsed.edgetpu_compiled else Delegate.XNNPACK
+    if parsed.edgetpu_compiled and resolved is not Delegate.EDGETPU:
+        raise ModelError(f"model {spath!r} is compiled for the Edge TPU and cannot run with delegate "
+                         f"{resolved.value!r}: use --delegate edgetpu (or auto), or the model before "
+                         "edgetpu_compiler. " + EDGETPU_INSTALL_HINT)
+    if isolate_default() if isolate is None else isolate:
+        # Before this process opens the Edge TPU: the child must be able to open it too.
+        notes.extend(_probe_or_raise(spath, data, be, resolved, device, threads, _isolate_timeout(isolate_timeout)))
     if resolved is Delegate.EDGETPU:
         try:
             delegates.append(load_edgetpu_delegate(be.load_delegate, device))
@@ -410,10 +461,6 @@ def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate
         if not parsed.edgetpu_compiled:
             notes.append("the model is not compiled for the Edge TPU: every op runs on the CPU. "
                          "Compile it with `edgekit convert --mode edgetpu` (edgetpu_compiler).")
-    elif parsed.edgetpu_compiled:
-        raise ModelError(f"model {spath!r} is compiled for the Edge TPU and cannot run with delegate "
-                         f"{resolved.value!r}: use --delegate edgetpu (or auto), or the model before "
-                         "edgetpu_compiler. " + EDGETPU_INSTALL_HINT)
 
     t0 = time.perf_counter()
     try:
@@ -423,13 +470,45 @@ def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate
         interp.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
         raise _interpreter_error(spath, exc, info, be) from None
+    except MemoryError:  # std::bad_alloc from a tensor or arena the file makes huge
+        raise ModelError(f"{be} ran out of memory loading model {spath!r}: its tensors need more memory than "
+                         "this machine has. Use a smaller model, or check the file is not corrupt.") from None
     init_ms = (time.perf_counter() - t0) * 1e3
     nodes = _count_delegate_nodes(interp)
     if resolved is Delegate.XNNPACK and nodes == 0 and be.op_resolver_type is not None:
         notes.append(f"XNNPACK took no ops of this model on {be}: it runs on the reference kernels "
                      "(int16x8 models and some ops are not supported by XNNPACK).")
     runtime = _Runtime(be, resolved, device, threads, nodes, init_ms, notes)
-    return Model(spath, interp, info, runtime)
+    try:
+        return Model(spath, interp, info, runtime)
+    except (ValueError, RuntimeError) as exc:  # tensor details the interpreter cannot describe
+        raise _interpreter_error(spath, exc, info, be) from None
+
+
+def _probe_or_raise(path: str, data: bytes, be: Backend, delegate: Delegate, device: EdgeTPUDevice | None,
+                    threads: int, timeout: float) -> list[str]:
+    """Run the interpreter on `data` in a child process; raise if it crashed or hung there.
+
+    Returns notes for the Model (a failure on zeros that was an error, not a crash).
+    """
+    try:
+        result = probe_model(data, backend=be.name, delegate=delegate.value,
+                             device=device.option if device else None, num_threads=threads, timeout=timeout)
+    except OSError as exc:
+        raise ModelError(f"cannot start a Python child process ({sys.executable!r}: {exc}) to try model "
+                         f"{path!r} in isolation; load it with isolate=False only if you trust the file.") from None
+    if result.timed_out:
+        raise ModelError(f"the TFLite interpreter did not load and run model {path!r} once within {timeout:g} s "
+                         "(tried in a separate process, now stopped). The file is corrupt or malicious (e.g. a "
+                         "loop that never ends), or far too slow for this device: if you trust it, allow longer "
+                         "(isolate_timeout=..., or --timeout on the command line).")
+    if result.crashed:
+        raise ModelError(f"the TFLite interpreter crashed on model {path!r} ({result.error}; it was tried in a "
+                         "separate process, this one is unharmed). The file is corrupt or malicious: do not load "
+                         "it without isolation. Re-export it from its source model, or copy it again.")
+    if result.stage == "invoke":
+        return [f"a test run on zeros in a separate process failed ({result.error}); check the inputs you give it"]
+    return []
 
 
 def _interpreter_error(path: str, exc: Exception, info: ModelInfo, be: Backend) -> ModelError:

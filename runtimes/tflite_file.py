@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from edgekit.errors import ModelError
 from edgekit.runtimes._opnames import BUILTIN_OPS
+from edgekit.runtimes.flexbuffer import FlexBufferError, read_flat_map
+from edgekit.runtimes.graph_check import FLEXBUFFER_CUSTOM_OPS, check_graph
 
 __all__ = [
     "FILE_IDENTIFIER",
     "TENSOR_TYPES",
+    "TENSOR_ITEMSIZE",
     "TensorDef",
     "OperatorDef",
     "SubgraphDef",
@@ -37,7 +41,8 @@ TENSOR_TYPES: dict[int, tuple[str, int]] = {
     14: ("variant", 0), 15: ("uint32", 4), 16: ("uint16", 2), 17: ("int4", 0), 18: ("bfloat16", 2),
 }
 
-_ITEMSIZE = {name: size for name, size in TENSOR_TYPES.values()}
+TENSOR_ITEMSIZE: dict[str, int] = {name: size for name, size in TENSOR_TYPES.values()}
+_ITEMSIZE = TENSOR_ITEMSIZE
 _MAX_RANK = 16
 
 
@@ -52,6 +57,7 @@ class TensorDef:
     quantized_dimension: int = 0
     shape_signature: tuple[int, ...] = ()
     sparse: bool = False
+    variable: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,12 @@ class OperatorDef:
     opcode: str
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+    # The option values edgekit checks (subgraph indices, split counts, a custom op's
+    # FlexBuffer options), as (name, value) pairs; absent options read as TFLite's defaults.
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return next((v for k, v in self.options if k == name), default)
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,7 @@ class TFLiteFile:
     buffers: tuple[BufferDef, ...]
     metadata: dict[str, int] = field(default_factory=dict)  # name -> buffer index
     signature_keys: tuple[str, ...] = ()
+    opcode_versions: tuple[int, ...] = ()
 
     @property
     def edgetpu_compiled(self) -> bool:
@@ -121,10 +134,14 @@ class _Reader:
         )
 
     def _check(self, pos: int, size: int, what: str) -> None:
-        if pos < 0 or size < 0 or pos + size > self.n:
-            raise self.fail(f"{what} lies outside the file (byte {pos}, {size} bytes, file has {self.n})")
+        self.within(pos, size, what)
         if pos + size > self.max_end:
             self.max_end = pos + size
+
+    def within(self, pos: int, size: int, what: str) -> None:
+        """Check a region lies in the file without counting it as part of the flatbuffer."""
+        if pos < 0 or size < 0 or pos + size > self.n:
+            raise self.fail(f"{what} lies outside the file (byte {pos}, {size} bytes, file has {self.n})")
 
     def u8(self, pos: int) -> int:
         self._check(pos, 1, "a byte field")
@@ -196,11 +213,18 @@ class _Reader:
         self._check(vec + 4, length * elem_size, f"a vector of {length} elements")
         return vec + 4, length
 
-    def string(self, table: int, index: int) -> str:
+    def string(self, table: int, index: int, what: str = "") -> str:
+        """A string field; with `what`, one that must be UTF-8 (interpreters decode it strictly)."""
         start, length = self.vector(table, index, 1)
         if not start:
             return ""
-        return self.data[start:start + length].decode("utf-8", errors="replace")
+        raw = self.data[start:start + length]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if what:
+                raise self.fail(f"{what} is not UTF-8 text ({raw[:16]!r})") from None
+            return raw.decode("utf-8", errors="replace")
 
     def ints(self, table: int, index: int, fmt: str = "i") -> tuple[int, ...]:
         size = struct.calcsize("<" + fmt)
@@ -257,7 +281,9 @@ def parse_tflite(data: bytes, label: str = "the model") -> TFLiteFile:
         raise ModelError(f"{label} declares schema version {version}; TFLite interpreters read version 3. Re-export the model.")
 
     opcodes: list[str] = []
+    versions: list[int] = []
     for oc in r.tables(root, 1):
+        versions.append(r.scalar(oc, 2, "i32", default=1))
         deprecated = r.scalar(oc, 0, "i8")
         builtin = r.scalar(oc, 3, "i32")
         code = max(deprecated, builtin)
@@ -269,6 +295,7 @@ def parse_tflite(data: bytes, label: str = "the model") -> TFLiteFile:
             opcodes.append(f"UNKNOWN_BUILTIN_{code}")
 
     buffers: list[BufferDef] = []
+    external: list[int] = []
     for b in r.tables(root, 4):
         start, length = r.vector(b, 0, 1)
         if length:
@@ -276,8 +303,9 @@ def parse_tflite(data: bytes, label: str = "the model") -> TFLiteFile:
             continue
         offset, size = r.scalar(b, 1, "u64"), r.scalar(b, 2, "u64")
         if offset > 1:  # large models keep data after the flatbuffer, offset from the file start
-            r._check(offset, size, "an external tensor buffer")
+            r.within(offset, size, "an external tensor buffer")
             buffers.append(BufferDef(offset, size))
+            external.append(len(buffers) - 1)
         else:
             buffers.append(BufferDef(0, 0))
 
@@ -293,11 +321,25 @@ def parse_tflite(data: bytes, label: str = "the model") -> TFLiteFile:
         metadata[name] = buf
 
     sig_keys = tuple(r.string(sd, 4) for sd in r.tables(root, 7))
+    description = r.string(root, 3)
+    _check_external(r, buffers, external)
     _check_trailer(r)
-    return TFLiteFile(
-        size_bytes=n, version=version, description=r.string(root, 3), opcodes=tuple(opcodes),
+    parsed = TFLiteFile(
+        size_bytes=n, version=version, description=description, opcodes=tuple(opcodes),
         subgraphs=tuple(subgraphs), buffers=tuple(buffers), metadata=metadata, signature_keys=sig_keys,
+        opcode_versions=tuple(versions),
     )
+    check_graph(parsed, label)
+    return parsed
+
+
+def _check_external(r: _Reader, buffers: list[BufferDef], external: list[int]) -> None:
+    """Data kept outside the flatbuffer must start after it: every table this reader
+    visited lies before any such buffer in a file a converter wrote."""
+    for i in external:
+        if buffers[i].start < r.max_end:
+            raise r.fail(f"buffer {i} (external data at byte {buffers[i].start}) overlaps the model's own "
+                         f"tables, which reach byte {r.max_end}")
 
 
 def _check_trailer(r: _Reader) -> None:
@@ -330,10 +372,11 @@ def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
             zero_point = r.ints(q, 3, "q")
             qdim = r.scalar(q, 6, "i32")
         sparse = bool(r.field_pos(t, 6))
+        variable = bool(r.scalar(t, 5, "u8"))
         tdef = TensorDef(
-            name=r.string(t, 3), shape=tuple(shape), type=TENSOR_TYPES[ttype][0], buffer=buf,
+            name=r.string(t, 3, "a tensor name"), shape=tuple(shape), type=TENSOR_TYPES[ttype][0], buffer=buf,
             scale=tuple(scale), zero_point=tuple(zero_point), quantized_dimension=qdim,
-            shape_signature=tuple(r.ints(t, 7)), sparse=sparse,
+            shape_signature=tuple(r.ints(t, 7)), sparse=sparse, variable=variable,
         )
         _check_constant_size(r, tdef, buffers)
         tensors.append(tdef)
@@ -351,11 +394,13 @@ def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
         code = r.scalar(op, 0, "u32")
         if code >= n_opcodes:
             raise r.fail(f"an operator uses opcode {code}, but the model lists {n_opcodes}")
-        _check_custom_options(r, op)
+        custom = _check_custom_options(r, op)
+        name = opcodes[code]
         operators.append(OperatorDef(
-            opcode=opcodes[code],
+            opcode=name,
             inputs=check_indices(r.ints(op, 1), "an operator input", optional=True),
             outputs=check_indices(r.ints(op, 2), "an operator output"),
+            options=_read_options(r, op, name, custom),
         ))
     return SubgraphDef(
         name=r.string(sg, 4), tensors=tuple(tensors),
@@ -365,12 +410,58 @@ def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
     )
 
 
-def _check_custom_options(r: _Reader, op: int) -> None:
-    """Custom options (an Edge TPU op keeps the whole compiled model there) must lie inside the file."""
-    r.vector(op, 5, 1)
+def _check_custom_options(r: _Reader, op: int) -> tuple[int, int]:
+    """Custom options (an Edge TPU op keeps the whole compiled model there) must lie inside the file.
+
+    Returns their (start, length) in the file."""
+    start, length = r.vector(op, 5, 1)
     offset, size = r.scalar(op, 9, "u64"), r.scalar(op, 10, "u64")
     if offset > 1:  # large models keep them after the flatbuffer, like buffers
-        r._check(offset, size, "an operator's custom options")
+        r.within(offset, size, "an operator's custom options")
+        return offset, size
+    return start, length
+
+
+# op -> (union type field, union type it must hold, ((name, field index, kind), ...)). An op
+# whose options are absent or of another type gets TFLite's defaults (0), as in the interpreter.
+_OPTION_FIELDS: dict[str, tuple[int, int, tuple[tuple[str, int, str], ...]]] = {
+    "WHILE": (3, 93, (("cond_subgraph", 0, "i32"), ("body_subgraph", 1, "i32"))),
+    "IF": (3, 92, (("then_subgraph", 0, "i32"), ("else_subgraph", 1, "i32"))),
+    "CALL_ONCE": (3, 103, (("init_subgraph", 0, "i32"),)),
+    "CALL": (3, 16, (("subgraph", 0, "u32"),)),
+    "SPLIT": (3, 35, (("num_splits", 0, "i32"),)),
+    "SPLIT_V": (3, 79, (("num_splits", 0, "i32"),)),
+    "UNPACK": (3, 64, (("num", 0, "i32"),)),
+    "PACK": (3, 59, (("values_count", 0, "i32"),)),
+    "STABLEHLO_WHILE": (11, 15, (("cond_subgraph", 0, "i32"), ("body_subgraph", 1, "i32"))),
+    "STABLEHLO_SORT": (11, 14, (("comparator_subgraph", 2, "i32"),)),
+    "STABLEHLO_REDUCE": (11, 6, (("body_subgraph", 1, "i32"),)),
+    "STABLEHLO_SCATTER": (11, 7, (("update_subgraph", 6, "i32"),)),
+    "STABLEHLO_REDUCE_WINDOW": (11, 13, (("body_subgraph", 5, "i32"),)),
+    "STABLEHLO_COMPOSITE": (11, 21, (("decomposition_subgraph", 1, "i32"),)),
+    "STABLEHLO_CASE": (11, 23, (("branch_subgraphs", 0, "i32s"),)),
+}
+
+
+def _read_options(r: _Reader, op: int, name: str, custom: tuple[int, int]) -> tuple[tuple[str, Any], ...]:
+    if name in FLEXBUFFER_CUSTOM_OPS:
+        start, length = custom
+        try:
+            return tuple(read_flat_map(r.data[start:start + length]).items())
+        except FlexBufferError as exc:
+            raise r.fail(f"the options of custom op {name} are not a valid FlexBuffer map ({exc})") from None
+    spec = _OPTION_FIELDS.get(name)
+    if spec is None:
+        return ()
+    type_field, union_type, fields = spec
+    table = r.table(op, type_field + 1) if r.scalar(op, type_field, "u8") == union_type else 0
+    out: list[tuple[str, Any]] = []
+    for key, index, kind in fields:
+        if kind == "i32s":
+            out.append((key, tuple(r.ints(table, index)) if table else ()))
+        else:
+            out.append((key, r.scalar(table, index, kind) if table else 0))
+    return tuple(out)
 
 
 def _check_constant_size(r: _Reader, t: TensorDef, buffers: list[BufferDef]) -> None:

@@ -1,7 +1,10 @@
 """`edgekit info MODEL`: what a .tflite file holds, read from the file alone.
 
 It never creates an interpreter, so it is safe on any file, including one that would
-crash or hang an interpreter, and on a machine without the Edge TPU.
+crash or hang an interpreter, and on a machine without the Edge TPU. With ``--load`` it
+also loads the model, always isolated (``load_model(..., isolate=True)``): the file is
+first run once in a child process, so a file that crashes or hangs the interpreter is
+reported (exit 2) instead of taking this process down.
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ import argparse
 import json
 from typing import Any
 
-from edgekit.commands._common import table
+from edgekit.commands._common import native_stderr_filtered, table
 from edgekit.errors import BackendError
+from edgekit.runtimes._probe import DEFAULT_PROBE_TIMEOUT
 from edgekit.runtimes.backends import resolve_backend
-from edgekit.runtimes.model import inspect_model
+from edgekit.runtimes.model import inspect_model, load_model
 
 __all__ = ["register", "run", "info_dict"]
 
@@ -29,6 +33,12 @@ def register(subparsers: Any) -> None:
         formatter_class=HelpFormatter)
     p.add_argument("model", metavar="MODEL", help="the .tflite file")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--load", action="store_true",
+                   help="also load the model and run it once on zeros, first in a separate process "
+                        "(safe on untrusted files)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"with --load: how long the trial run may take (default: $EDGEKIT_ISOLATE_TIMEOUT, "
+                        f"else {DEFAULT_PROBE_TIMEOUT:g})")
     p.set_defaults(func=run)
 
 
@@ -52,6 +62,9 @@ def info_dict(path: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     d = info_dict(args.model)
+    if args.load:
+        with native_stderr_filtered(), load_model(args.model, isolate=True, isolate_timeout=args.timeout) as m:
+            d["loaded"] = {**m.describe(), "notes": m.notes}
     if args.json:
         print(json.dumps(d, indent=2, default=str))
     else:
@@ -75,6 +88,11 @@ def render(d: dict[str, Any]) -> str:
         ("edgekit meta", _metadata_summary(d["metadata"])),
         ("other meta", ", ".join(d["other_metadata"]) or "-"),
     ]
+    if d.get("loaded"):
+        got = d["loaded"]
+        summary.append(("loaded", f"{got['backend']} {got['backend_version']}, delegate {got['delegate']}, "
+                                  f"{got['num_threads']} threads, {got['init_ms']:.1f} ms (tried in a separate "
+                                  "process first)" + "".join(f"; note: {n}" for n in got["notes"])))
     width = max(len(k) for k, _ in summary)
     parts = ["\n".join(f"{k.ljust(width)}  {v}" for k, v in summary)]
     for title in ("inputs", "outputs"):

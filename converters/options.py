@@ -1,0 +1,183 @@
+"""What a conversion is asked to do: the mode, the data budget, the gate, the preprocessing.
+
+Choices are enums; the CLI maps its strings to them in one place (:meth:`Mode.parse`
+and friends), the library never compares loose strings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from edgekit.errors import InputError
+
+__all__ = [
+    "Mode",
+    "Task",
+    "OutputFormat",
+    "ColorOrder",
+    "ResizeMode",
+    "ConvertOptions",
+    "PreprocessingOverrides",
+]
+
+
+class _Choice(str, enum.Enum):
+    @classmethod
+    def parse(cls, value: str | _Choice) -> _Choice:
+        """The member named `value` (case-insensitive, '_' or '-'), with a did-you-mean.
+
+        Raises:
+            InputError: no member has that name.
+        """
+        if isinstance(value, cls):
+            return value
+        text = str(value).strip().lower().replace("_", "-")
+        for member in cls:
+            if member.value == text:
+                return member
+        names = [m.value for m in cls]
+        close = difflib.get_close_matches(text, names, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise InputError(f"unknown {cls.__name__.lower()} {value!r}; choose one of {', '.join(names)}.{hint}")
+
+
+class Mode(_Choice):
+    """How the model is stored and computed after conversion.
+
+    FLOAT32: no quantization (the reference). FLOAT16: float16 weights, float compute.
+    DYNAMIC: int8 weights, float activations (no calibration). INT8: int8 everywhere,
+    int8 input and output. UINT8: int8 inside, uint8 input and output (what the Edge TPU
+    takes). INT8_FLOAT_IO: int8 inside, float input and output. INT16X8: int16
+    activations, int8 weights (more accurate, not accelerated by XNNPACK). EDGETPU: UINT8
+    then edgetpu_compiler.
+    """
+
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    DYNAMIC = "dynamic"
+    INT8 = "int8"
+    UINT8 = "uint8"
+    INT8_FLOAT_IO = "int8-float-io"
+    INT16X8 = "int16x8"
+    EDGETPU = "edgetpu"
+
+    @property
+    def needs_calibration(self) -> bool:
+        return self in (Mode.INT8, Mode.UINT8, Mode.INT8_FLOAT_IO, Mode.INT16X8, Mode.EDGETPU)
+
+    @property
+    def int8_body(self) -> bool:
+        """Fully int8 computation: the modes the per-layer debugger and fallback apply to."""
+        return self in (Mode.INT8, Mode.UINT8, Mode.INT8_FLOAT_IO, Mode.EDGETPU)
+
+    @property
+    def io_dtype(self) -> str:
+        """The input/output tensor type the mode promises."""
+        return {Mode.INT8: "int8", Mode.UINT8: "uint8", Mode.EDGETPU: "uint8"}.get(self, "float32")
+
+
+class Task(_Choice):
+    CLASSIFY = "classify"
+    DETECT = "detect"
+
+
+class OutputFormat(_Choice):
+    CLASSES = "classes"  # [1, C] scores
+    SSD = "ssd"  # TFLite_Detection_PostProcess: boxes, classes, scores, count
+    YOLO = "yolo"  # raw [1, 4+C, N] or [1, N, 5+C]
+
+
+class ColorOrder(_Choice):
+    RGB = "rgb"
+    BGR = "bgr"
+
+
+class ResizeMode(_Choice):
+    STRETCH = "stretch"
+    LETTERBOX = "letterbox"
+
+
+@dataclass(frozen=True)
+class PreprocessingOverrides:
+    """What the user states about preprocessing; None means 'infer from the model'.
+
+    mean/std: real input = (pixel - mean) / std, per channel or one value for all.
+    scale: real input = pixel * scale (the same as mean 0, std 1/scale).
+    """
+
+    input_size: tuple[int, int] | None = None  # (width, height)
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    scale: float | None = None
+    color: ColorOrder | None = None
+    resize: ResizeMode | None = None
+
+    def __post_init__(self) -> None:
+        if self.scale is not None and (self.mean is not None or self.std is not None):
+            raise InputError("give either scale or mean/std, not both (scale s is mean 0, std 1/s)")
+        if self.scale is not None and self.scale <= 0:
+            raise InputError(f"scale must be positive, got {self.scale}")
+        if self.std is not None and any(s == 0 for s in self.std):
+            raise InputError(f"std must not contain 0, got {list(self.std)}")
+        if self.input_size is not None and (len(self.input_size) != 2 or min(self.input_size) < 1):
+            raise InputError(f"input_size must be (width, height) of positive integers, got {self.input_size}")
+
+    @property
+    def given(self) -> bool:
+        return self.mean is not None or self.std is not None or self.scale is not None
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """Everything :func:`edgekit.converters.convert` can be told, with its defaults.
+
+    max_drop: the accuracy gate in points (accuracy against labels when the data has
+        labels, otherwise top-1 agreement with the float model, or mAP@0.5 against the
+        float model's detections). None: no gate.
+    auto_fallback: when the gate fails, keep the most sensitive layers in float and try
+        again, up to `max_fallback_layers` layers.
+    """
+
+    mode: Mode = Mode.INT8
+    num_calibration: int = 300
+    num_validation: int = 500
+    seed: int = 0
+    holdout: float = 0.2
+    max_drop: float | None = None
+    auto_fallback: bool = False
+    max_fallback_layers: int = 8
+    diagnose: bool = True
+    labels: Sequence[str] | str | os.PathLike[str] | None = None
+    preprocessing: PreprocessingOverrides = field(default_factory=PreprocessingOverrides)
+    task: Task | None = None
+    output_format: OutputFormat | None = None
+    report_dir: Path | None = None
+    extra_metadata: Mapping[str, Any] | None = None  # merged into the edgekit metadata, its keys winning
+    verbose: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", Mode.parse(self.mode))
+        if self.task is not None:
+            object.__setattr__(self, "task", Task.parse(self.task))
+        if self.output_format is not None:
+            object.__setattr__(self, "output_format", OutputFormat.parse(self.output_format))
+        if self.report_dir is not None:
+            object.__setattr__(self, "report_dir", Path(self.report_dir))
+        for name in ("num_calibration", "num_validation"):
+            if int(getattr(self, name)) < 1:
+                raise InputError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0.0 < self.holdout < 1.0:
+            raise InputError(f"holdout must be a fraction between 0 and 1, got {self.holdout}")
+        if self.auto_fallback and self.max_drop is None:
+            raise InputError("auto_fallback needs a gate to aim for: give max_drop (--max-drop POINTS)")
+        if self.auto_fallback and not self.mode.int8_body:
+            raise InputError(f"auto_fallback keeps int8 layers in float; mode {self.mode.value!r} has none. "
+                             "Use --mode int8, uint8, int8-float-io or edgetpu")
+        if self.max_fallback_layers < 1:
+            raise InputError(f"max_fallback_layers must be at least 1, got {self.max_fallback_layers}")

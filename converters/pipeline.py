@@ -1,0 +1,306 @@
+"""convert(): data, audit, conversion, accuracy check, gate, diagnosis, fallback, metadata, report.
+
+Each step is a module of its own; this one only orders them and carries the values
+between them (never file names one step writes and another guesses).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from edgekit.converters._native import capture_native_output
+from edgekit.converters.audit import AuditReport, audit_calibration
+from edgekit.converters.convert import LayerDiagnosis, QuantizerEngine, TFLiteConverterEngine
+from edgekit.converters.data import DataSplit, load_data
+from edgekit.converters.debug import FallbackOutcome, Trial, auto_fallback
+from edgekit.converters.detection import NMS_IOU
+from edgekit.converters.edgetpu import compile_for_edgetpu
+from edgekit.converters.evaluate import (
+    Metrics,
+    ModelOutputs,
+    chance_warning,
+    compare,
+    infer_output_format,
+    label_summary,
+    measure_latency,
+    predict,
+    task_of,
+    yolo_boxes,
+)
+from edgekit.converters.gate import GateResult, check_gate
+from edgekit.converters.metadata_writer import write_bytes_atomic, write_metadata
+from edgekit.converters.options import ConvertOptions, Mode, OutputFormat, Task
+from edgekit.converters.preprocessing import Preprocessing, resolve_preprocessing
+from edgekit.converters.result import ConversionResult, failed_gate_path
+from edgekit.converters.source import SourceModel, load_source
+from edgekit.errors import ConversionError, InputError, ModelError
+
+__all__ = ["convert", "read_labels", "Session", "Prepared", "Measured"]
+
+DEBUG_SAMPLES = 64  # the debugger runs a slow instrumented model; this many samples rank layers well
+
+
+def read_labels(labels: Sequence[str] | str | os.PathLike[str] | None) -> tuple[str, ...] | None:
+    """Labels from a list, or a labels file (one per line, or "id label"; see edgekit.labels).
+
+    Raises:
+        InputError: the file is missing, unreadable or empty.
+    """
+    if labels is None:
+        return None
+    if isinstance(labels, (str, os.PathLike)):
+        from edgekit.labels import load_labels
+
+        return tuple(load_labels(labels))
+    return tuple(str(x) for x in labels)
+
+
+def convert(model: Any, output: str | os.PathLike[str], *, calibration: Any = None, validation: Any = None,
+            options: ConvertOptions | None = None, engine: QuantizerEngine | None = None,
+            **overrides: Any) -> ConversionResult:
+    """Convert a Keras/SavedModel model to .tflite, check it against the float model, write it.
+
+    Args:
+        model: a .keras/.h5 path, a SavedModel folder or a keras.Model.
+        output: the .tflite to write (``OUT.FAILED-GATE.tflite`` instead when the gate fails).
+        calibration, validation: an image folder, .npy/.npz, array, (x, y) arrays,
+            tf.data.Dataset or iterable. Without validation a held-out part of calibration is used.
+        options: a ConvertOptions; keyword `overrides` replace its fields (``mode="uint8"``).
+        engine: the quantizer (default: TFLiteConverter's post-training quantization).
+
+    Returns:
+        A ConversionResult; ``raise_for_status()`` turns a failed gate into an exception.
+
+    Raises:
+        InputError: bad model path, data or options.
+        ConversionError: the converter failed, or the mode needs calibration data that is missing.
+    """
+    opts = dataclasses.replace(options or ConvertOptions(), **overrides)
+    with capture_native_output(enabled=not opts.verbose, show_progress=opts.progress), \
+            load_source(model, opts.preprocessing.input_size) as src, Session(src, opts, engine) as session:
+        return session.convert(Path(output), session.prepare(calibration, validation))
+
+
+@dataclass
+class Prepared:
+    """What every mode shares: data, audit, the float model, its outputs and latency."""
+
+    pre: Preprocessing | None
+    data: DataSplit
+    labels: tuple[str, ...] | None
+    audit: AuditReport
+    float_bytes: bytes
+    output_format: OutputFormat | None
+    task: Task | None
+    reference: ModelOutputs | None
+    float_path: Path
+    warnings: list[str] = field(default_factory=list)
+
+    def first_input(self, shape: tuple[int, ...]) -> np.ndarray:
+        val = self.data.validation
+        return val.x[:1] if val is not None else np.zeros(shape, np.float32)
+
+
+@dataclass(frozen=True)
+class Measured:
+    metrics: Metrics
+    gate: GateResult
+
+
+class Session:
+    """One source model's conversions, with a temporary folder for the float model and candidates."""
+
+    def __init__(self, src: SourceModel, opts: ConvertOptions, engine: QuantizerEngine | None = None) -> None:
+        self.src, self.opts = src, opts
+        self.engine: QuantizerEngine = engine or TFLiteConverterEngine()
+        self._tmp = tempfile.TemporaryDirectory(prefix="edgekit-convert-")
+        self.tmp = Path(self._tmp.name)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the temporary folder. Safe to call twice."""
+        self._tmp.cleanup()
+
+    def prepare(self, calibration: Any, validation: Any) -> Prepared:
+        """Load data, audit it, convert the float reference and run it on the validation samples."""
+        o = self.opts
+        pre, warnings = resolve_preprocessing(self.src, o.preprocessing)
+        labels = read_labels(o.labels)
+        data = load_data(calibration, validation, input_shape=self.src.input_shape, input_dtype=self.src.input_dtype,
+                         pre=pre, num_calibration=o.num_calibration, num_validation=o.num_validation,
+                         seed=o.seed, holdout=o.holdout, labels=labels)
+        labels = labels or data.class_names
+        audit = audit_calibration(data.calibration, data.validation, labels)
+        float_bytes = self.engine.convert(self.src, Mode.FLOAT32, None)
+        float_path = self._write("float32.tflite", float_bytes)
+        fmt = infer_output_format(float_bytes, o.task, o.output_format)
+        warnings += list(data.notes) + audit.warnings
+        reference = None
+        if data.validation is None:
+            warnings.append("no calibration or validation data: the accuracy was not measured")
+        else:
+            reference = predict(float_path, data.validation.x, "float model")
+            if fmt is OutputFormat.CLASSES:
+                classes = int(np.prod(reference.arrays[0].shape[1:]))
+                warnings += [w for w in (label_summary(labels, classes),
+                                         chance_warning(reference, data.validation.y, classes)) if w]
+        return Prepared(pre, data, labels, audit, float_bytes, fmt, task_of(fmt, o.task), reference, float_path,
+                        warnings)
+
+    def _write(self, name: str, data: bytes) -> Path:
+        path = self.tmp / name
+        path.write_bytes(data)
+        return path
+
+    def quantize(self, p: Prepared, mode: Mode) -> bytes:
+        """The model in `mode` (edgetpu: the uint8 model the compiler takes).
+
+        Raises:
+            InputError: the mode needs calibration data and there is none.
+        """
+        if mode is Mode.FLOAT32:
+            return p.float_bytes
+        cal = p.data.calibration
+        if mode.needs_calibration and cal is None:
+            raise InputError(f"mode {mode.value!r} calibrates int8 ranges on real inputs: pass --calibration "
+                             "(an image folder, .npy or .npz; 300 samples recommended)")
+        return self.engine.convert(self.src, mode, cal.representative() if cal is not None else None)
+
+    def measure(self, p: Prepared, model: bytes, mode: Mode) -> Trial:
+        """Run `model` on the validation samples with the device's interpreter and gate it.
+
+        Raises:
+            ConversionError: the interpreter cannot load or run the converted model.
+        """
+        path = self._write(f"{mode.value}.tflite", model)
+        metrics = Metrics(0, ())
+        try:
+            if p.reference is not None and p.data.validation is not None:
+                val = p.data.validation
+                quant = p.reference if model == p.float_bytes else predict(path, val.x, f"{mode.value} model")
+                metrics = compare(p.reference, quant, val.y, p.output_format)
+            float_ms, latency = measure_latency([p.float_path, path], p.first_input(self.src.input_shape))
+        except ModelError as exc:
+            raise ConversionError(f"the {mode.value} model was converted but the interpreter cannot run it "
+                                  f"({str(exc).split(': ', 1)[-1]}); try another mode") from None
+        metrics = metrics.with_latency(float_ms, latency)
+        gate = check_gate(metrics if p.reference is not None else None, self.opts.max_drop)
+        return Trial(gate.passed, gate.drop, latency, Measured(metrics, gate))
+
+    def diagnose(self, p: Prepared, mode: Mode) -> LayerDiagnosis | None:
+        """Per-layer errors for int8 modes (on up to 64 validation samples), else None."""
+        cal, val = p.data.calibration, p.data.validation
+        if not (mode.int8_body and self.opts.diagnose and cal is not None):
+            return None
+        debug = (val if val is not None else cal).head(DEBUG_SAMPLES)
+        return self.engine.diagnose(self.src, mode, cal.representative(), debug.representative("per-layer error"))
+
+    def convert(self, output: Path, p: Prepared) -> ConversionResult:
+        """Quantize, measure, diagnose, fall back if asked, write the model (and report)."""
+        mode = self.opts.mode
+        model = self.quantize(p, mode)
+        trial = self.measure(p, model, mode)
+        diagnosis = self.diagnose(p, mode)
+        fallback = None
+        if not trial.passed and self.opts.auto_fallback and diagnosis is not None:
+            fallback = auto_fallback(diagnosis, lambda m: self.measure(p, m, mode),
+                                     max_layers=self.opts.max_fallback_layers, io_dtype=mode.io_dtype)
+            if fallback.chosen is not None and fallback.model is not None:
+                model, trial = fallback.model, fallback.chosen.trial
+        res = self._write_model(output, p, model, trial.detail, diagnosis, fallback)
+        if mode is Mode.EDGETPU:
+            res = self._edgetpu(res)
+        if self.opts.report_dir is not None:
+            from edgekit.converters.report import write_report
+
+            res = dataclasses.replace(res, report_paths=write_report(res, self.opts.report_dir))
+        return res
+
+    def _write_model(self, output: Path, p: Prepared, model: bytes, measured: Measured,
+                     diagnosis: LayerDiagnosis | None, fallback: FallbackOutcome | None) -> ConversionResult:
+        """Add the metadata, write OUT (or OUT.FAILED-GATE when the gate failed), say what was done."""
+        mode = self.opts.mode
+        kept = fallback.chosen.kept_in_float if fallback is not None and fallback.chosen is not None else ()
+        doc = self.metadata(p, measured, tuple(x.name for x in kept))
+        final = write_metadata(model, doc)
+        path = output if measured.gate.passed else failed_gate_path(output)
+        write_bytes_atomic(path, final)
+        warnings = p.warnings + (list(fallback.notes) if fallback else [])
+        if kept and mode is Mode.EDGETPU:
+            warnings.append(f"{len(kept)} layer(s) kept in float run on the CPU and split the Edge TPU graph: "
+                            "each split costs a round trip over USB")
+        if not measured.gate.passed and output.exists():
+            warnings.append(f"{str(output)!r} from an earlier run was left as it was; it is NOT this conversion")
+        return ConversionResult(
+            output=path, mode=mode, size_bytes=len(final), float_size_bytes=len(p.float_bytes),
+            metrics=measured.metrics, gate=measured.gate, warnings=tuple(warnings),
+            layers_kept_in_float=tuple(x.name for x in kept),
+            layer_errors=tuple(diagnosis.layers) if diagnosis is not None else (), fallback=fallback,
+            audit=p.audit, preprocessing=p.pre, task=p.task, output_format=p.output_format, labels=p.labels,
+            metadata=doc, source_sha256=self.src.sha256, engine=f"{self.engine.name} ({self.engine.version})")
+
+    def metadata(self, p: Prepared, measured: Measured, kept: tuple[str, ...]) -> dict[str, Any]:
+        """The edgekit metadata document (BRIEF's schema); absent values are left out."""
+        from edgekit import __version__
+
+        m, g = measured.metrics, measured.gate
+        doc: dict[str, Any] = {
+            "edgekit_version": __version__,
+            "task": p.task.value if p.task else None,
+            "labels": list(p.labels) if p.labels else None,
+            "preprocessing": p.pre.to_metadata() if p.pre else None,
+            "output_format": p.output_format.value if p.output_format else None,
+            "detection": _detection_metadata(p.output_format, p.reference),
+            "quantization": _drop_none({
+                "mode": self.opts.mode.value, "engine": self.engine.name, "engine_version": self.engine.version,
+                "calibration_samples": len(p.data.calibration) if p.data.calibration else None,
+                "seed": self.opts.seed, "layers_in_float": list(kept) or None}),
+            "source": {"name": self.src.name, "sha256": self.src.sha256},
+            "accuracy": _drop_none({
+                "validation_samples": m.samples or None, "top1_agreement": m.top1_agreement,
+                "float_accuracy": m.float_accuracy, "accuracy": m.accuracy, "map50": m.map50,
+                "drop": g.drop, "basis": g.basis if g.drop is not None else None, "max_drop": g.max_drop,
+                "gate": g.status}),
+        }
+        return {**_drop_none(doc), **dict(self.opts.extra_metadata or {})}
+
+    def _edgetpu(self, res: ConversionResult) -> ConversionResult:
+        if not res.gate.passed:
+            return dataclasses.replace(res, warnings=res.warnings + ("the gate failed: edgetpu_compiler was not run",))
+        try:
+            compiled = compile_for_edgetpu(res.output)
+        except ConversionError as exc:
+            return dataclasses.replace(res, edgetpu_error=str(exc))
+        report = compiled.report
+        doc = {**res.metadata, "edgetpu": {"compiler": report.version, "ops_on_edgetpu": report.ops_on_edgetpu,
+                                           "ops_on_cpu": report.ops_on_cpu}}
+        write_bytes_atomic(compiled.model, write_metadata(compiled.model.read_bytes(), doc))
+        return dataclasses.replace(res, edgetpu=compiled)
+
+
+def _detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None) -> dict[str, Any] | None:
+    if fmt is OutputFormat.SSD:
+        return {"box_format": "yxyx", "normalized": True}
+    if fmt is OutputFormat.YOLO:
+        doc: dict[str, Any] = {"box_format": "cxcywh", "iou_threshold": NMS_IOU}
+        if reference is not None:  # boxes of a few input pixels or more are not in 0..1
+            boxes = yolo_boxes(reference)
+            doc["normalized"] = bool(boxes.size and np.percentile(np.abs(boxes), 99) <= 1.5)
+        return doc
+    return None
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}

@@ -1,0 +1,171 @@
+"""The conversion report: report.json (machines), report.md (people) and the plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgekit.converters.debug import plot_fallback, plot_layer_errors, worst_layers
+from edgekit.converters.metadata_writer import write_bytes_atomic
+
+if TYPE_CHECKING:
+    from edgekit.converters.pipeline import ConversionResult
+
+__all__ = ["result_to_dict", "render_markdown", "write_report", "summary_lines"]
+
+WORST_SHOWN = 5
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN/inf -> None, Paths -> str, tuples -> lists: the report is plain JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def result_to_dict(r: ConversionResult) -> dict[str, Any]:
+    """The report document. Keys: mode, output, size_bytes, float_size_bytes, metrics, gate, ..."""
+    from edgekit import __version__
+
+    return _json_safe({
+        "edgekit_version": __version__,
+        "mode": r.mode.value,
+        "output": r.output,
+        "engine": r.engine,
+        "size_bytes": r.size_bytes,
+        "float_size_bytes": r.float_size_bytes,
+        "size_ratio": round(r.size_bytes / r.float_size_bytes, 4) if r.float_size_bytes else None,
+        "metrics": r.metrics.to_dict(),
+        "gate": r.gate.to_dict(),
+        "task": r.task.value if r.task else None,
+        "output_format": r.output_format.value if r.output_format else None,
+        "preprocessing": ({**r.preprocessing.to_metadata(), "decided_by": r.preprocessing.decided_by}
+                          if r.preprocessing else None),
+        "labels": len(r.labels) if r.labels else 0,
+        "audit": r.audit.to_dict(),
+        "worst_layers": [layer.to_dict() for layer in worst_layers(r.layer_errors, WORST_SHOWN)],
+        "layers": [layer.to_dict() for layer in r.layer_errors],
+        "layers_kept_in_float": list(r.layers_kept_in_float),
+        "fallback": ({"attempts": [a.to_dict() for a in r.fallback.attempts], "passed": r.fallback.passed,
+                      "notes": list(r.fallback.notes)} if r.fallback else None),
+        "edgetpu": ({"model": r.edgetpu.model, "command": list(r.edgetpu.command), **r.edgetpu.report.to_dict()}
+                    if r.edgetpu else None),
+        "edgetpu_error": r.edgetpu_error,
+        "source_sha256": r.source_sha256,
+        "warnings": list(r.warnings),
+        "report_paths": list(r.report_paths),
+    })
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.2f}%"
+
+
+def _num(v: Any, fmt: str = ".4g") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def summary_lines(d: dict[str, Any]) -> list[str]:
+    """A few lines for the terminal, from the report document."""
+    m, g = d["metrics"], d["gate"]
+    lines = [f"{d['mode']}: {d['output']}  {d['size_bytes'] / 1024:.1f} KiB "
+             f"({_num(d['size_ratio'], '.2f')}x float32 {d['float_size_bytes'] / 1024:.1f} KiB)"]
+    if m["samples"]:
+        parts = [f"{m['samples']} validation samples"]
+        for key, label in (("top1_agreement", "top-1 agreement"), ("float_accuracy", "float accuracy"),
+                           ("accuracy", "accuracy"), ("map50", "mAP@0.5 vs float")):
+            if m.get(key) is not None:
+                parts.append(f"{label} {_pct(m[key])}")
+        lines.append(", ".join(parts))
+    if m.get("latency_ms") is not None:
+        lines.append(f"latency here: {m['latency_ms']:.3f} ms (float32 {_num(m.get('float_latency_ms'), '.3f')} ms)")
+    lines.append(f"gate: {g['status']} ({g['reason']})")
+    if d["layers_kept_in_float"]:
+        lines.append(f"layers kept in float: {', '.join(d['layers_kept_in_float'])}")
+    return lines
+
+
+def render_markdown(d: dict[str, Any]) -> str:
+    """report.md from the report document."""
+    m, g = d["metrics"], d["gate"]
+    out = [f"# Conversion report: {d['mode']}", "", f"**Gate: {g['status']}** ({g['reason']})", "",
+           "| | float32 | " + d["mode"] + " |", "|---|---|---|",
+           f"| size | {d['float_size_bytes']:,} B | {d['size_bytes']:,} B ({_num(d['size_ratio'], '.2f')}x) |",
+           f"| latency (this machine) | {_num(m.get('float_latency_ms'), '.3f')} ms "
+           f"| {_num(m.get('latency_ms'), '.3f')} ms |"]
+    if m.get("float_accuracy") is not None:
+        out.append(f"| accuracy ({m['samples']} samples) | {_pct(m['float_accuracy'])} | {_pct(m['accuracy'])} |")
+    for key, label in (("top1_agreement", "top-1 agreement with float"), ("map50", "mAP@0.5 against float")):
+        if m.get(key) is not None:
+            out.append(f"| {label} | | {_pct(m[key])} |")
+    if m["outputs"]:
+        out += ["", "## Outputs against the float model", "",
+                "| output | mean abs err | max abs err | cosine (mean / min) | SNR dB |", "|---|---|---|---|---|"]
+        out += [f"| {o['name']} | {_num(o['mean_abs_error'])} | {_num(o['max_abs_error'])} | "
+                f"{_num(o['cosine'], '.5f')} / {_num(o['cosine_min'], '.5f')} | "
+                f"{'identical' if o['snr_db'] is None else format(o['snr_db'], '.1f')} |" for o in m["outputs"]]
+    out += _layer_section(d) + _fallback_section(d) + _edgetpu_section(d)
+    if d["warnings"]:
+        out += ["", "## Warnings", ""] + [f"- {w}" for w in d["warnings"]]
+    pre = d.get("preprocessing")
+    if pre:
+        out += ["", "## Preprocessing", "", f"`{json.dumps({k: v for k, v in pre.items() if k != 'decided_by'})}` "
+                f"decided by: {pre['decided_by']}"]
+    return "\n".join(out) + "\n"
+
+
+def _layer_section(d: dict[str, Any]) -> list[str]:
+    if not d["worst_layers"]:
+        return []
+    out = ["", "## Layers with the largest quantization error", "",
+           "| layer | op | RMSE | scale | RMSE/scale |", "|---|---|---|---|---|"]
+    out += [f"| {x['name']} | {x['op']} | {_num(x['rmse'])} | {_num(x['scale'])} "
+            f"| {_num(x['rmse_over_scale'], '.3f')} |"
+            for x in d["worst_layers"]]
+    return out + ["", "RMSE/scale near 0.29 is rounding alone; above 0.7 the layer's range does not suit int8.",
+                  "![error by layer](layer_errors.png)"]
+
+
+def _fallback_section(d: dict[str, Any]) -> list[str]:
+    fb = d.get("fallback")
+    if not fb:
+        return []
+    out = ["", "## Auto-fallback (layers kept in float)", "",
+           "| layers in float | size | latency | drop | gate |", "|---|---|---|---|---|"]
+    out += [f"| {', '.join(a['layers_in_float'])} | {a['size_bytes']:,} B | {_num(a['latency_ms'], '.3f')} ms | "
+            f"{_num(a['drop'], '.2f')} | {'PASS' if a['passed'] else 'FAIL'} |" for a in fb["attempts"]]
+    return out + [f"- {n}" for n in fb["notes"]] + ["", "![fallback](fallback.png)"]
+
+
+def _edgetpu_section(d: dict[str, Any]) -> list[str]:
+    e = d.get("edgetpu")
+    if not e:
+        return ["", "## Edge TPU", "", d["edgetpu_error"]] if d.get("edgetpu_error") else []
+    out = ["", "## Edge TPU", "", f"{e['ops_on_edgetpu']} ops on the Edge TPU, {e['ops_on_cpu']} on the CPU "
+           f"(compiler {e['version']}): {e['model']}", "", "| op | count | status |", "|---|---|---|"]
+    return out + [f"| {o['op']} | {o['count']} | {o['status']} |" for o in e["operations"]]
+
+
+def write_report(r: ConversionResult, report_dir: Path) -> tuple[Path, ...]:
+    """Write report.json, report.md and the plots into `report_dir`; return their paths."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    if r.layer_errors:
+        kept = {x.tensor_name for a in (r.fallback.chosen,) if a for x in a.kept_in_float} if r.fallback else set()
+        paths.append(plot_layer_errors(r.layer_errors, report_dir / "layer_errors.png", kept=sorted(kept)))
+    if r.fallback is not None and r.fallback.attempts and r.gate.max_drop is not None:
+        paths.append(plot_fallback(r.fallback.attempts, r.gate.max_drop, report_dir / "fallback.png"))
+    json_path, md_path = report_dir / "report.json", report_dir / "report.md"
+    doc = result_to_dict(r)
+    doc["report_paths"] = [str(p) for p in (json_path, md_path, *paths)]
+    write_bytes_atomic(json_path, (json.dumps(doc, indent=2) + "\n").encode())
+    write_bytes_atomic(md_path, render_markdown(doc).encode())
+    return (json_path, md_path, *paths)

@@ -1,0 +1,270 @@
+"""`edgekit detect -m MODEL --camera N | --source PATH/URL/GLOB | --picamera`: the real-time loop.
+
+Headless by default: one line per frame on stdout (or one JSON object per line with
+--json), an annotated video with --save, a window with --show where there is a display.
+A summary (fps, capture-to-result latency, per-stage times, frames dropped) ends the run
+on stderr, and in --summary-json FILE. SIGINT/SIGTERM stop cleanly: every output is
+flushed and closed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from edgekit.commands._common import (
+    delegate_arg,
+    native_stderr_filtered,
+    non_negative_int,
+    positive_int,
+    progress,
+)
+from edgekit.decode import OutputFormat, detect_format
+from edgekit.errors import InputError, ModelError
+from edgekit.loop import Stream
+from edgekit.results import FrameResult
+from edgekit.runtimes.model import inspect_model
+from edgekit.sinks import Sink
+from edgekit.sinks.jsonl import JsonlSink
+from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
+from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
+from edgekit.video import SourceKind, SourceSpec, VideoSource, parse_source
+
+__all__ = ["register", "run"]
+
+log = logging.getLogger("edgekit")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text}")
+    return value
+
+
+def _classes(text: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected labels or ids separated by commas (person,car), got {text!r}")
+    return items
+
+
+def register(subparsers: Any) -> None:
+    from edgekit.cli import HelpFormatter
+
+    p = subparsers.add_parser(
+        "detect", help="detect objects in a camera, stream, video or images in real time",
+        description="Run a detection model (SSD or raw YOLO; a classifier works too) on frames as they "
+                    "arrive. Live sources keep only the newest frame, so results stay fresh; files are read "
+                    "frame by frame (--realtime plays them like a camera). Frames are RGB throughout.",
+        formatter_class=HelpFormatter)
+    p.add_argument("-m", "--model", required=True, help="the .tflite model")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--camera", type=non_negative_int, metavar="N", help="camera number (/dev/videoN)")
+    src.add_argument("--source", metavar="PATH|URL|GLOB", nargs="+",
+                     help="video file, rtsp:// or http:// URL, image file(s), folder of images or quoted glob")
+    src.add_argument("--picamera", action="store_true", help="the Raspberry Pi camera module (picamera2)")
+    p.add_argument("--width", type=positive_int, help="camera frame width to ask for")
+    p.add_argument("--height", type=positive_int, help="camera frame height to ask for")
+    p.add_argument("--fps", type=_positive_float, help="camera frame rate to ask for; with --realtime, "
+                   "the rate to play a file at instead of its own")
+    p.add_argument("--realtime", action="store_true",
+                   help="play a video file at its frame rate, dropping frames when behind, as a camera does")
+    p.add_argument("-t", "--threshold", type=_fraction, default=0.5, help="minimum score")
+    p.add_argument("--classes", type=_classes, help="keep only these labels or class ids, e.g. person,car")
+    p.add_argument("--labels", help="labels file (one per line, or 'id label') instead of the model's own")
+    rs = p.add_mutually_exclusive_group()
+    rs.add_argument("--resize", choices=["stretch", "letterbox"], default=None,
+                    help="how frames fit the input; when absent, the model's metadata says, else stretch")
+    rs.add_argument("--letterbox", dest="resize", action="store_const", const="letterbox",
+                    help="short for --resize letterbox")
+    p.add_argument("--iou", type=_fraction, default=None, help="NMS IoU threshold for YOLO; when absent, the model's, else 0.45")
+    p.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per frame for a classifier")
+    p.add_argument("--delegate", type=delegate_arg, default="auto", help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads; when absent, every core up to 4")
+    p.add_argument("--warmup", type=non_negative_int, default=2, help="inferences before the first frame")
+    p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
+    p.add_argument("--duration", type=_positive_float, metavar="SECONDS", help="stop after this long")
+    p.add_argument("--json", action="store_true", help="one JSON object per processed frame on stdout")
+    p.add_argument("--save", metavar="OUT.avi", help="write the annotated video (MJPG .avi or mp4v .mp4)")
+    p.add_argument("--show", action="store_true", help="show the annotated frames in a window")
+    p.add_argument("--summary-json", metavar="FILE", help="write the run's figures to FILE as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-frame lines, notes or summary on stderr")
+    p.set_defaults(func=run)
+
+
+def _source_spec(args: argparse.Namespace) -> SourceSpec:
+    kw = dict(width=args.width, height=args.height, fps=args.fps, realtime=args.realtime)
+    if args.picamera:
+        return SourceSpec(SourceKind.PICAMERA, "picamera2", **kw)  # type: ignore[arg-type]
+    if args.camera is not None:
+        return SourceSpec(SourceKind.CAMERA, args.camera, **kw)  # type: ignore[arg-type]
+    if len(args.source) == 1:
+        return parse_source(args.source[0], **kw)  # type: ignore[arg-type]
+    # Several paths: an unquoted glob the shell expanded, or images listed one by one.
+    specs = [parse_source(p) for p in args.source]
+    if any(s.kind is not SourceKind.IMAGES for s in specs):
+        raise InputError(f"--source takes one video, stream or folder, or several image files; got "
+                         f"{len(args.source)} paths including {next(s for s in specs if s.kind is not SourceKind.IMAGES)}")
+    images = tuple(f for s in specs for f in s.images)
+    return SourceSpec(SourceKind.IMAGES, f"{len(args.source)} paths", images=images)
+
+
+def _is_classifier(path: str) -> bool:
+    info = inspect_model(path)
+    try:
+        return detect_format(info.outputs, info.metadata) is OutputFormat.CLASSES
+    except ModelError:  # the file may not record every output shape; the interpreter will tell
+        return False
+
+
+def _make_task(args: argparse.Namespace) -> Detector | Classifier:
+    common = dict(model=args.model, labels=args.labels, resize=args.resize, delegate=args.delegate,
+                  num_threads=args.threads, warmup=args.warmup)
+    with native_stderr_filtered():
+        if _is_classifier(args.model):
+            if args.classes:
+                raise InputError("--classes filters detections; this model is a classifier (use -t/--top-k)")
+            return Classifier(ClassifierOptions(**common, top_k=args.top_k, threshold=args.threshold))
+        return Detector(DetectorOptions(**common, threshold=args.threshold, classes=args.classes,
+                                        iou_threshold=args.iou))
+
+
+def _notes(task: Detector | Classifier, quiet: bool) -> None:
+    notes = list(task.model.notes)
+    w = task.warmup_ms
+    if len(w) >= 2 and w[0] > 50 and w[0] > 3 * w[-1]:
+        notes.append(f"the first inference took {w[0]:.0f} ms, later ones {w[-1]:.0f} ms (the delegate warms up "
+                     "once; --warmup runs it before the first frame)")
+    if task.labels_note:
+        notes.append(task.labels_note)
+    if task.labels is None:
+        notes.append("the model carries no labels, so classes are shown as ids; pass --labels FILE")
+    for note in notes if not quiet else ():
+        print(f"edgekit detect: note: {note}", file=sys.stderr)
+
+
+class _TextSink:
+    """The default output: one readable line per frame."""
+
+    def write(self, result: FrameResult) -> None:
+        items = ", ".join(f"{d['label']} {d['score']:.2f}" + (f" {[round(v) for v in d['box']]}" if "box" in d else "")
+                          for d in result.result.to_list())
+        print(f"frame {result.index}  {result.latency_ms:.1f} ms  {items or '-'}", flush=True)
+
+    def close(self) -> None:
+        sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stream: Stream, received: list[str]) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals can only be caught in the main thread (edgekit embedded in an app)
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        received.append(name)
+        stream.stop(name)
+        signal.signal(signum, old[signum])  # a second Ctrl-C does not wait for the clean stop
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+@contextlib.contextmanager
+def _logging(quiet: bool) -> Iterator[None]:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("edgekit detect: %(message)s"))
+    log.addHandler(handler)
+    old_level = log.level
+    log.setLevel(logging.ERROR if quiet else logging.WARNING)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+
+
+def run(args: argparse.Namespace) -> int:
+    import cv2
+
+    if os.environ.get("EDGEKIT_DEBUG") != "1":  # our errors say it better than OpenCV's and FFmpeg's logs
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+        os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # read when FFmpeg first opens something
+    spec = _source_spec(args)
+    writer = VideoWriterSink(args.save) if args.save else None  # checks the path before the slow part
+    window = WindowSink() if args.show else None
+    source = VideoSource(spec)
+    received: list[str] = []
+    sinks: list[Sink] = [s for s in (writer, window) if s is not None]
+    try:
+        source.open()  # a camera that is not there fails before the model loads
+        with _logging(args.quiet), _make_task(args) as task:
+            _notes(task, args.quiet)
+            if writer is not None:
+                writer.fps = source.fps or 30.0
+            if args.json:
+                sinks.append(JsonlSink(sys.stdout))
+            elif not args.quiet and not sinks:
+                sinks.append(_TextSink())
+            stream: Stream = task.stream(source, max_frames=args.max_frames, duration=args.duration)
+            bar = progress(source.frames or 0, "frames", args.quiet or not source.frames or spec.live
+                           or any(isinstance(s, _TextSink) for s in sinks))
+            with stream, _stop_on_signals(stream, received):
+                for result in stream:
+                    for sink in sinks:
+                        sink.write(result)
+                    bar.update()
+                    if window is not None and window.quit:
+                        stream.stop("window closed")
+            bar.close()
+            summary = stream.summary
+            doc = {**summary.to_dict(), "model": args.model, "runtime": task.model.describe()}
+    finally:
+        source.close()
+        _close_all(sinks)
+    if not args.quiet:
+        print(f"edgekit detect: {summary.line()}", file=sys.stderr)
+    if args.summary_json:
+        try:
+            Path(args.summary_json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write --summary-json {args.summary_json!r}: {exc.strerror or exc}") from None
+    return 130 if "SIGINT" in received else 0
+
+
+def _close_all(sinks: list[Any]) -> None:
+    errors = []
+    for sink in sinks:
+        try:
+            sink.close()
+        except Exception as exc:  # noqa: BLE001 - close the others first, then report
+            errors.append(exc)
+    if errors:
+        raise errors[0]

@@ -1,0 +1,199 @@
+"""`edgekit doctor [--json]`: is this machine ready to run edgekit, and what fixes it if not.
+
+Checks Python, numpy against each TFLite interpreter installed (tflite-runtime needs
+numpy<2), the interpreters and XNNPACK, the Edge TPU runtime and devices, cameras and
+picamera2, OpenCV's GUI support, the optional extras, power on a Raspberry Pi and free
+disk. Every problem comes with the command that fixes it. Exits 0 whatever it finds: it
+reports, the JSON says ok/warn/fail per check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes.util
+import glob
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from edgekit.doctor import (Check, Status, check_cameras, check_disk, check_edgetpu, check_extras,
+                            check_interpreters, check_opencv, check_power, check_python)
+
+__all__ = ["register", "run", "gather", "check_model"]
+
+
+def _dist(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def check_model(path: str) -> list[Check]:
+    """Load a model here and run it once: the interpreter, delegate and latency it gets."""
+    import time
+
+    from edgekit.errors import EdgekitError
+    from edgekit.runtimes import load_model
+
+    try:
+        with load_model(path) as model:
+            for i in range(len(model.inputs)):
+                model.input_view(i)[...] = 0
+            t0 = time.perf_counter()
+            model.invoke()
+            ms = (time.perf_counter() - t0) * 1e3
+            d = model.describe()
+            notes = model.notes
+    except EdgekitError as exc:
+        return [Check("model", Status.FAIL, str(exc), f"edgekit info {path}")]
+    detail = (f"{path}: {d['backend']} {d['backend_version']}, delegate {d['delegate']} "
+              f"({d['delegate_nodes']} delegated partition(s)), {d['num_threads']} threads, "
+              f"first inference {ms:.1f} ms")
+    if notes:
+        return [Check("model", Status.WARN, detail + ". " + " ".join(notes), None)]
+    return [Check("model", Status.OK, detail)]
+
+
+# --- probes: read this machine ------------------------------------------------------------
+
+def _edgetpu_library() -> str | None:
+    from edgekit.runtimes.delegates import edgetpu_library_name
+
+    explicit = os.environ.get("EDGEKIT_EDGETPU_LIBRARY")
+    if explicit:
+        return explicit if os.path.exists(explicit) else None
+    found = ctypes.util.find_library("edgetpu")
+    if found:
+        return found
+    try:
+        name = edgetpu_library_name()
+    except Exception:  # noqa: BLE001 - an OS without the runtime
+        return None
+    hits = [p for d in ("/usr/lib", "/usr/local/lib", "/usr/lib/aarch64-linux-gnu", "/usr/lib/arm-linux-gnueabihf",
+                        "/usr/lib/x86_64-linux-gnu") if os.path.exists(p := os.path.join(d, name))]
+    return hits[0] if hits else None
+
+
+def _usb_speeds(devices: list[str]) -> dict[str, str]:
+    out = {}
+    for dev in devices:
+        if dev.startswith("usb:"):
+            try:
+                out[dev] = Path(f"/sys/bus/usb/devices/{dev[4:]}/speed").read_text().strip()
+            except OSError:
+                pass
+    return out
+
+
+def _cameras() -> list[tuple[str, str, bool]]:
+    out = []
+    for dev in sorted(glob.glob("/dev/video*"), key=lambda p: int(re.sub(r"\D", "", p) or 0)):
+        try:
+            name = Path(f"/sys/class/video4linux/{os.path.basename(dev)}/name").read_text().strip()
+        except OSError:
+            name = ""
+        out.append((dev, name, os.access(dev, os.R_OK | os.W_OK)))
+    return out
+
+
+def _is_pi() -> bool:
+    try:
+        return "raspberry pi" in Path("/proc/device-tree/model").read_text(errors="replace").lower()
+    except OSError:
+        return False
+
+
+def _throttled() -> int | None:
+    exe = shutil.which("vcgencmd")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "get_throttled"], capture_output=True, text=True, timeout=5, check=False).stdout
+        return int(out.strip().split("=")[1], 16)
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return None
+
+
+def _opencv() -> tuple[str | None, str | None]:
+    try:
+        import cv2
+    except ImportError:
+        return None, None
+    return cv2.__version__, cv2.getBuildInformation()
+
+
+def gather(disk_path: str = ".", model: str | None = None) -> list[Check]:
+    """Every check, on this machine."""
+    import numpy as np
+
+    from edgekit.runtimes.backends import available_backends
+    from edgekit.runtimes.delegates import list_edgetpu_devices
+
+    # tensorflow-cpu is the distribution of the `tensorflow` module on x86 workstations
+    backends = [(n, _dist("tensorflow-cpu") if n == "tensorflow" and v in (None, "unknown") and p is None else v, p)
+                for n, v, p in available_backends()]
+    installed = {n for n, _, _ in backends if importlib.util.find_spec(n) is not None}
+    devices = list_edgetpu_devices()
+    cv_version, build = _opencv()
+    is_pi = _is_pi()
+    checks = [*check_python(tuple(sys.version_info[:3]), struct.calcsize("P") * 8, platform.machine()),
+              *check_interpreters(np.__version__, backends, installed),
+              *check_edgetpu(_edgetpu_library(), devices, _usb_speeds(devices)),
+              *check_cameras(_cameras(), is_pi, is_pi and importlib.util.find_spec("picamera2") is not None),
+              *check_opencv(cv_version, build, {d: _dist(d) for d in ("opencv-python", "opencv-python-headless",
+                                                                       "opencv-contrib-python")},
+                            bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))),
+              *check_extras({d: _dist(d) for d in ("paho-mqtt", "prometheus-client")}),
+              *check_power(_throttled() if is_pi else None),
+              check_disk(os.path.abspath(disk_path), shutil.disk_usage(disk_path).free)]
+    if model is not None:
+        checks.extend(check_model(model))
+    return checks
+
+
+# --- CLI ----------------------------------------------------------------------------------
+
+_MARK = {Status.OK: "ok  ", Status.WARN: "WARN", Status.FAIL: "FAIL"}
+
+
+def register(subparsers: Any) -> None:
+    from edgekit.cli import HelpFormatter
+
+    p = subparsers.add_parser(
+        "doctor", help="check this machine: Python, numpy, interpreters, Edge TPU, cameras, OpenCV, disk",
+        description="Check that this machine can run edgekit and print the command that fixes each problem. "
+                    "Exits 0 whatever it finds; --json gives one object with a list of checks "
+                    "(name, status ok/warn/fail, detail, fix).",
+        formatter_class=HelpFormatter)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a report")
+    p.add_argument("-m", "--model", help="also load this .tflite and run it once")
+    p.add_argument("--path", default=".", help="where free disk space matters (the state_dir of a service)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from edgekit import __version__
+
+    checks = gather(args.path, args.model)
+    counts = {s.value: sum(c.status is s for c in checks) for s in Status}
+    if args.json:
+        print(json.dumps({"edgekit": __version__, "checks": [c.to_dict() for c in checks], "summary": counts},
+                         indent=2))
+        return 0
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        print(f"[{_MARK[c.status]}] {c.name:<{width}}  {c.detail}")
+        if c.fix:
+            print(f"        {'':<{width}}  fix: {c.fix}")
+    print(f"\n{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failure(s)")
+    return 0

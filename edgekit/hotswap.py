@@ -1,0 +1,116 @@
+"""Hot model updates inside the running detection loop.
+
+:class:`HotSwapEngine` is an :class:`edgekit.loop.Engine` that serves whatever version a
+:class:`~edgekit.modelwatch.ModelWatcher` holds. The inference thread asks the watcher for
+the model at the start of each frame (under the engine lock, between two inferences), so a
+new version takes over from one frame to the next: nothing is dropped, no frame is half
+run on one model and finished on another. Each frame's outputs are decoded by the engine
+of the model that produced them, so a new version's labels apply from its first frame::
+
+    watcher = ModelWatcher("models/inspection", on_event=events.emit).start()
+    engine = HotSwapEngine(watcher, DetectorOptions(model="", threshold=0.5))
+    for result in Stream(engine, VideoSource(spec)):
+        ...
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from edgekit.modelwatch import ModelWatcher
+from edgekit.preprocess import Transform
+from edgekit.results import Result
+from edgekit.runtimes import Model
+from edgekit.tasks import DetectorOptions
+
+__all__ = ["HotSwapEngine", "detector_engine"]
+
+
+def detector_engine(model: Model, options: DetectorOptions) -> Any:
+    """The loop engine of a detector for an already loaded (and self-tested) `model`.
+
+    Raises:
+        ModelError: the model is not a detector.
+    """
+    # tasks.py builds the same engine inside Detector from a path; this one reuses the
+    # model the watcher has already loaded, warmed up and tested.
+    from edgekit.decode import OutputFormat, detect_format, make_decoder
+    from edgekit.errors import ModelError
+    from edgekit.tasks import _labels, _ModelEngine, _resize
+
+    fmt = detect_format(model.outputs, model.metadata)
+    if fmt not in (OutputFormat.SSD, OutputFormat.YOLO):
+        raise ModelError(f"model {model.path!r} is not a detector (its outputs read as {fmt.value})")
+    labels = _labels(options.labels, model)
+    decoder = make_decoder(model.outputs, model.metadata, labels=labels, threshold=options.threshold,
+                           iou_threshold=options.iou_threshold, max_detections=options.max_detections)
+    engine = _ModelEngine(model, _resize(options.resize, model), decoder)
+    engine.labels = labels
+    return engine
+
+
+class _Outputs(list):  # type: ignore[type-arg]
+    """A frame's outputs, remembering which engine produced them."""
+
+    engine: Any = None
+
+
+class HotSwapEngine:
+    """The loop's engine for the model a :class:`ModelWatcher` serves.
+
+    Args:
+        watcher: a started watcher.
+        options: detector options (``model`` is ignored: the watcher picks the file).
+        build: makes the engine for a model (default: :func:`detector_engine`).
+        on_switch: called with the new model after a switch, in the inference thread.
+    """
+
+    def __init__(self, watcher: ModelWatcher, options: DetectorOptions,
+                 build: Callable[[Model, DetectorOptions], Any] = detector_engine,
+                 on_switch: Callable[[Model], None] | None = None) -> None:
+        self.lock = threading.Lock()
+        self._watcher, self._options, self._build, self._on_switch = watcher, options, build, on_switch
+        self._model = watcher.acquire()
+        self._engine = build(self._model, options)
+
+    @property
+    def labels(self) -> list[str] | None:
+        return getattr(self._engine, "labels", None)
+
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    def _current(self) -> Any:
+        model = self._watcher.acquire()
+        if model is not self._model:
+            self._engine = self._build(model, self._options)
+            self._model = model
+            if self._on_switch is not None:
+                self._on_switch(model)
+        return self._engine
+
+    def staging(self) -> np.ndarray:
+        return self._engine.staging()
+
+    def write(self, image: np.ndarray, dest: np.ndarray | None = None) -> Transform:
+        if dest is None:  # a live source: straight into the input of the model about to run
+            return self._current().write(image)
+        # Staged ahead for a file. The watcher lets only versions with the same input shape
+        # and type serve, so a buffer staged for the old version fits the new one.
+        return self._engine.write(image, dest)
+
+    def load(self, staged: np.ndarray) -> None:
+        self._current().load(staged)
+
+    def infer(self) -> list[np.ndarray]:
+        out = _Outputs(self._engine.infer())
+        out.engine = self._engine
+        return out
+
+    def decode(self, outputs: list[np.ndarray], transform: Transform) -> Result:
+        engine = getattr(outputs, "engine", None) or self._engine
+        return engine.decode(outputs, transform)

@@ -1,0 +1,284 @@
+"""The inspection config file (TOML), read into dataclasses with errors that name key and line.
+
+``load_config("inspection.toml")`` returns an :class:`InspectionConfig`; a mistake gives
+``ConfigError("inspection.toml:27: rules[1].count: expected an integer >= 0, got 'four'")``.
+Relative paths are taken from the config file's folder. The file format is documented in
+examples/raspberrypi/inspection.toml.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgekit.errors import ConfigError, InputError
+from edgekit.inspect.rules import Anchor, Rule, Zone
+from edgekit.inspect.sinkconfig import SinksConfig, parse_sinks
+from edgekit.inspect.tomlpos import NONNEG_INT, PORT, POS_INT, POS_NUM, Context, KeyLines, Table
+from edgekit.inspect.triggers import PublishMode, TriggerMode
+from edgekit.sinks.mqtt import check_topic_part
+
+__all__ = ["InspectionConfig", "SourceConfig", "ModelConfig", "TriggerConfig", "MetricsConfig",
+           "SinksConfig", "load_config", "parse_config"]
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """Exactly one of camera, path, url, picamera."""
+
+    camera: int | str | None = None  # index or /dev/videoN
+    path: str | None = None  # a video file, image, folder or glob
+    url: str | None = None  # rtsp://, http://
+    picamera: bool = False
+    width: int | None = None
+    height: int | None = None
+    fps: float | None = None
+    realtime: bool = False
+
+    @property
+    def target(self) -> str | int:
+        """What ``edgekit.video.parse_source`` takes (picamera: "picamera")."""
+        for value in (self.camera, self.path, self.url):
+            if value is not None:
+                return value
+        return "picamera"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A fixed model file, or a versioned folder (dir/1/model.tflite, dir/2/...) watched for updates."""
+
+    path: str | None = None
+    dir: str | None = None
+    delegate: str = "auto"
+    threads: int | None = None
+    labels: str | None = None
+    threshold: float = 0.5
+    poll_seconds: float = 2.0
+
+
+@dataclass(frozen=True)
+class TriggerConfig:
+    mode: TriggerMode = TriggerMode.CONTINUOUS
+    file: str | None = None  # touch this file to trigger (on-demand)
+    http_port: int | None = None  # POST http://<http_host>:<port>/trigger (on-demand)
+    http_host: str = "127.0.0.1"
+    timeout: float = 5.0  # how long a trigger waits for a frame captured after it
+    publish: PublishMode = PublishMode.EVERY  # continuous mode: every verdict, or only changes
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 9100
+
+
+@dataclass(frozen=True)
+class InspectionConfig:
+    path: str  # the config file itself
+    device: str
+    state_dir: str
+    source: SourceConfig
+    model: ModelConfig
+    trigger: TriggerConfig = field(default_factory=TriggerConfig)
+    zones: tuple[Zone, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    sinks: SinksConfig = field(default_factory=SinksConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+
+    def check_labels(self, labels: list[str]) -> None:
+        """Raises ConfigError when a rule counts a label the model does not have."""
+        known = set(labels)
+        for rule in self.rules:
+            if rule.label not in known:
+                close = difflib.get_close_matches(rule.label, labels, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else f" The model knows {len(labels)} labels."
+                raise ConfigError(f"{rule.where}: rules label {rule.label!r} is not a label of the model.{hint}")
+
+    def check_frame(self, width: int, height: int) -> None:
+        """Raises ConfigError when a zone reaches outside the frame."""
+        for zone in self.zones:
+            zone.check_fits(width, height)
+
+
+def _tomllib() -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+        return tomllib
+    try:
+        import tomli
+    except ImportError:
+        raise ConfigError("reading TOML on Python 3.10 needs tomli: pip install tomli") from None
+    return tomli
+
+
+def load_config(path: str | os.PathLike[str], env: dict[str, str] | None = None) -> InspectionConfig:
+    """Read and check an inspection config file.
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or a key is unknown, missing or wrong;
+            the message names the file, line and key.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(p)!r} does not exist "
+                          "(examples/raspberrypi/inspection.toml is a starting point)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {str(p)!r}: {exc}") from None
+    return parse_config(text, name=str(p), base=p.resolve().parent, env=env)
+
+
+def parse_config(text: str, *, name: str = "<config>", base: Path | None = None,
+                 env: dict[str, str] | None = None) -> InspectionConfig:
+    """Like :func:`load_config` for TOML text; relative paths start at `base` (default: cwd)."""
+    toml = _tomllib()
+    try:
+        data = toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise ConfigError(f"{name}: not valid TOML: {exc}") from None
+    ctx = Context(name, KeyLines(text), base or Path.cwd(), os.environ if env is None else env)
+    return _build(Table(data, (), ctx))
+
+
+def _enum(t: Table, key: str, enum_cls: Any, default: Any) -> Any:
+    choices = [e.value for e in enum_cls]
+    value = t.get(key, str, default.value, check=lambda v: v in choices,
+                  expect=f"one of {', '.join(repr(c) for c in choices)}")
+    return enum_cls(value)
+
+
+def _build(top: Table) -> InspectionConfig:
+    ctx = top.ctx
+    top.allow("device", "state_dir", "source", "model", "zones", "rules", "trigger", "sinks", "metrics")
+    device = top.get("device", str, socket.gethostname(), expect="a device id")
+    try:
+        check_topic_part("device", device)
+    except ConfigError as exc:
+        raise top.error("device", str(exc)) from None
+    state_dir = top.path_value("state_dir", ".")
+    src_t = top.table("source") or _missing(top, "source", "a [source] table (camera, path, url or picamera)")
+    model_t = top.table("model") or _missing(top, "model", "a [model] table (path or dir)")
+    zones = tuple(_zone(z) for z in top.tables("zones"))
+    _unique([z.name for z in zones], top, "zones")
+    rules = tuple(_rule(r, {z.name for z in zones}) for r in top.tables("rules"))
+    trig_t, sinks_t, met_t = top.table("trigger"), top.table("sinks"), top.table("metrics")
+    config = InspectionConfig(
+        path=ctx.name, device=device, state_dir=str(state_dir), source=_source(src_t), model=_model(model_t),
+        trigger=_trigger(trig_t) if trig_t else TriggerConfig(), zones=zones, rules=rules,
+        sinks=parse_sinks(sinks_t, device, str(state_dir)) if sinks_t else SinksConfig(),
+        metrics=_metrics(met_t) if met_t else MetricsConfig())
+    if config.source.width and config.source.height:
+        for zone in zones:
+            try:
+                zone.check_fits(config.source.width, config.source.height)
+            except ConfigError as exc:
+                raise ConfigError(f"{zone.where}: {exc}") from None
+    return config
+
+
+def _missing(t: Table, key: str, expect: str) -> Any:
+    raise t.error(key, f"missing; expected {expect}")
+
+
+def _unique(names: list[str], t: Table, key: str) -> None:
+    seen: set[str] = set()
+    for i, n in enumerate(names):
+        if n in seen:
+            raise t.ctx.error((key, i, "name"), f"{n!r} is defined twice")
+        seen.add(n)
+
+
+def _source(t: Table) -> SourceConfig:
+    t.allow("camera", "path", "url", "picamera", "width", "height", "fps", "realtime")
+    camera = t.data.get("camera")
+    t.get("camera", object, None, check=lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+          or (isinstance(v, str) and v.startswith("/dev/video")), expect="a camera index >= 0 or /dev/videoN")
+    given = [k for k in ("camera", "path", "url", "picamera") if t.has(k) and t.data[k] is not False]
+    if len(given) != 1:
+        raise t.error(None, f"give exactly one of camera, path, url, picamera; got {given or 'none'}")
+    cfg = SourceConfig(
+        camera=camera, path=t.path_value("path"),
+        url=t.get("url", str, None, check=lambda v: "://" in v, expect="a URL like rtsp://host/stream"),
+        picamera=t.get("picamera", bool, False),
+        width=t.get("width", int, None, **POS_INT), height=t.get("height", int, None, **POS_INT),
+        fps=t.get("fps", float, None, **POS_NUM), realtime=t.get("realtime", bool, False))
+    return cfg
+
+
+def _model(t: Table) -> ModelConfig:
+    from edgekit.runtimes.delegates import Delegate
+
+    t.allow("path", "dir", "delegate", "threads", "labels", "threshold", "poll_seconds")
+    if t.has("path") == t.has("dir"):
+        raise t.error(None, "give exactly one of path (a .tflite file) or dir (a versioned model folder)")
+    delegate = t.get("delegate", str, "auto", expect="auto, cpu, xnnpack, edgetpu or edgetpu:usb:N")
+    try:
+        Delegate.parse(delegate)
+    except InputError as exc:
+        raise t.error("delegate", str(exc)) from None
+    cfg = ModelConfig(
+        path=t.path_value("path"), dir=t.path_value("dir"), delegate=delegate,
+        threads=t.get("threads", int, None, **POS_INT), labels=t.path_value("labels"),
+        threshold=t.get("threshold", float, 0.5, check=lambda v: 0 <= v <= 1, expect="a number in 0..1"),
+        poll_seconds=t.get("poll_seconds", float, 2.0, **POS_NUM))
+    return cfg
+
+
+def _zone(t: Table) -> Zone:
+    t.allow("name", "polygon", "anchor")
+    name = t.get("name", str, expect="a zone name")
+    polygon = t.get("polygon", list, check=_is_polygon, expect="an array of at least 3 [x, y] pixel points")
+    anchor = _enum(t, "anchor", Anchor, Anchor.CENTER)
+    try:
+        return Zone(name, polygon, anchor, where=t.where())
+    except ConfigError as exc:
+        raise t.error("polygon", str(exc)) from None
+
+
+def _is_polygon(v: list[Any]) -> bool:
+    return len(v) >= 3 and all(isinstance(p, list) and len(p) == 2 and all(
+        isinstance(c, (int, float)) and not isinstance(c, bool) and c >= 0 for c in p) for p in v)
+
+
+def _rule(t: Table, zones: set[str]) -> Rule:
+    t.allow("label", "zone", "count", "min", "max", "min_score")
+    label = t.get("label", str, expect="the label to count, e.g. 'screw'")
+    zone = t.get("zone", str, None, check=lambda v: v in zones,
+                 expect=f"a zone defined in [[zones]] ({', '.join(sorted(zones)) or 'none defined'})")
+    count = t.get("count", int, None, **NONNEG_INT)
+    lo, hi = t.get("min", int, None, **NONNEG_INT), t.get("max", int, None, **NONNEG_INT)
+    if count is not None and (lo is not None or hi is not None):
+        raise t.error("count", "count means exactly that many; give count, or min and/or max, not both")
+    if count is None and lo is None and hi is None:
+        raise t.error(None, "needs count (exactly), or min and/or max")
+    if lo is not None and hi is not None and lo > hi:
+        raise t.error("min", f"min {lo} is above max {hi}")
+    min_score = t.get("min_score", float, None, check=lambda v: 0 <= v <= 1, expect="a number in 0..1")
+    return Rule(label, zone, count if count is not None else lo, count if count is not None else hi,
+                min_score, where=t.where())
+
+
+def _trigger(t: Table) -> TriggerConfig:
+    t.allow("mode", "file", "http_port", "http_host", "timeout", "publish")
+    cfg = TriggerConfig(
+        mode=_enum(t, "mode", TriggerMode, TriggerMode.CONTINUOUS), file=t.path_value("file"),
+        http_port=t.get("http_port", int, None, **PORT), http_host=t.get("http_host", str, "127.0.0.1"),
+        timeout=t.get("timeout", float, 5.0, **POS_NUM), publish=_enum(t, "publish", PublishMode, PublishMode.EVERY))
+    if cfg.mode is TriggerMode.ON_DEMAND and cfg.file is None and cfg.http_port is None:
+        raise t.error("mode", "on-demand needs a trigger: file = \"/run/edgekit/trigger\" and/or http_port = 8089 "
+                              "(or fire triggers from Python with Inspector.trigger())")
+    return cfg
+
+
+def _metrics(t: Table) -> MetricsConfig:
+    t.allow("enabled", "host", "port")
+    cfg = MetricsConfig(enabled=t.get("enabled", bool, True), host=t.get("host", str, "127.0.0.1"),
+                        port=t.get("port", int, 9100, **PORT))
+    return cfg

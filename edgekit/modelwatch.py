@@ -1,0 +1,271 @@
+"""Hot model updates from a versioned folder, the way TensorFlow Serving picks up versions.
+
+::
+
+    models/inspection/
+        golden/hopper.npy          inputs every version must run cleanly (the model's input shape)
+        1/model.tflite
+        2/model.tflite
+        2/golden/hopper.npz        optional: what version 2 must output for golden/hopper.npy
+
+The highest version that loads, matches the serving model's inputs and outputs, and passes
+its self-test serves. A new version is loaded, warmed up and tested in a background
+thread while the old one keeps serving; the loop calls :meth:`ModelWatcher.acquire`
+between two frames and gets the new model from then on. A version that fails is refused
+(and not retried until its file changes) and the old one runs on. Removing the serving
+version's folder rolls back to the highest remaining one. Every switch and refusal is
+logged and reported through ``on_event`` (see :class:`edgekit.events.EventKind`).
+
+Deploy a version atomically: copy it to ``models/inspection/.3.tmp`` and rename it to
+``3`` (names that are not numbers are ignored). A file still growing is not loaded
+until its size and time stay the same for one poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from edgekit.errors import ModelError
+from edgekit.events import EventKind
+from edgekit.runtimes import Model, load_model
+from edgekit.selftest import (ModelRefused, compatible, golden_inputs, run_golden, self_test,
+                              write_expected_outputs)
+
+__all__ = ["ModelVersion", "ModelWatcher", "ModelRefused", "SelfTest", "find_versions", "self_test",
+           "write_expected_outputs"]  # the last two from edgekit.selftest, re-exported
+
+log = logging.getLogger(__name__)
+
+OnEvent = Callable[[EventKind, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    name: str
+    version: int
+    path: Path
+
+    def __str__(self) -> str:
+        return f"{self.name}/{self.version}"
+
+
+@dataclass(frozen=True)
+class SelfTest:
+    cases: int  # golden inputs run
+    compared: int  # of them, checked against the version's expected outputs
+    max_error: float | None  # largest |output - expected| over the compared cases
+    load_ms: float
+    warmup_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cases": self.cases, "compared": self.compared, "max_error": self.max_error,
+                "load_ms": round(self.load_ms, 1), "warmup_ms": round(self.warmup_ms, 1)}
+
+
+def find_versions(root: Path) -> dict[int, Path]:
+    """Version number -> its model file, for numeric subfolders holding ``model.tflite`` (or a
+    single ``*.tflite``). Files reached through a link leading out of `root` are left out."""
+    out: dict[int, Path] = {}
+    real_root = root.resolve()
+    for sub in root.iterdir() if root.is_dir() else ():
+        if not sub.name.isdigit() or not sub.is_dir():
+            continue
+        model = sub / "model.tflite"
+        if not model.is_file():
+            found = sorted(sub.glob("*.tflite"))
+            if len(found) != 1:
+                continue
+            model = found[0]
+        if real_root not in model.resolve().parents:
+            log.warning("ignoring %s: it points outside %s", model, root)
+            continue
+        out[int(sub.name)] = model
+    return out
+
+
+class ModelWatcher:
+    """Serves the best version of a versioned model folder and swaps in new ones safely.
+
+    Args:
+        root: the model folder (``models/NAME``); NAME is the folder's name.
+        delegate, num_threads: passed to :func:`edgekit.runtimes.load_model`.
+        poll_seconds: how often the folder is scanned.
+        on_event: called with (EventKind.MODEL_SWITCH | MODEL_REFUSED, payload) for every
+            switch and refusal, e.g. ``EventEmitter.emit``.
+        warmup: inferences run on a new version before it may serve.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, delegate: Any = "auto", num_threads: int | None = None,
+                 poll_seconds: float = 2.0, on_event: OnEvent | None = None, warmup: int = 2) -> None:
+        self.root = Path(root)
+        self.name = self.root.resolve().name
+        self._load_kw: dict[str, Any] = {"delegate": delegate, "num_threads": num_threads}
+        self.poll_seconds, self.warmup = poll_seconds, warmup
+        self._on_event = on_event
+        self._lock = threading.Lock()
+        self._model: Model | None = None
+        self.current: ModelVersion | None = None
+        self._pending: tuple[ModelVersion, Model, SelfTest] | None = None
+        self._refused: dict[int, tuple[int, int]] = {}  # version -> (size, mtime_ns) that failed
+        self._seen: dict[int, tuple[int, int]] = {}  # version -> stat at the previous poll
+        self._last_reason = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.switches = 0
+
+    @property
+    def model(self) -> Model:
+        if self._model is None:
+            raise ModelError(f"no model is serving from {str(self.root)!r}; call start() first")
+        return self._model
+
+    def start(self, background: bool = True) -> ModelWatcher:
+        """Load the best version now (refusing broken ones), then watch in the background.
+
+        Raises:
+            ModelError: the folder holds no version that loads and passes its self-test.
+        """
+        versions = find_versions(self.root)
+        if not versions:
+            raise ModelError(f"model folder {str(self.root)!r} has no version: expected "
+                             f"{self.root}/1/model.tflite (numbered subfolders)")
+        reasons = []
+        for v in sorted(versions, reverse=True):
+            ready = self._prepare(ModelVersion(self.name, v, versions[v]))
+            if ready is not None:
+                self._serve(*ready, previous=None)
+                break
+            reasons.append(f"{v}: {self._last_reason}")
+        else:
+            raise ModelError(f"no version in {str(self.root)!r} can serve: " + "; ".join(reasons))
+        self._seen = {v: _stat(p) for v, p in versions.items()}
+        if background:
+            self._thread = threading.Thread(target=self._watch, name="edgekit-modelwatch", daemon=True)
+            self._thread.start()
+        return self
+
+    def acquire(self) -> Model:
+        """The model to use for the next frame; call between frames. Switches to a new version
+        that is ready (closing the old one, which the caller must no longer use)."""
+        pending = self._pending
+        if pending is not None:
+            with self._lock:
+                pending, self._pending = self._pending, None
+            if pending is not None:
+                old = self._model
+                self._serve(*pending, previous=self.current)
+                if old is not None and old is not self._model:
+                    old.close()
+        return self.model
+
+    def poll(self) -> None:
+        """Scan the folder once and prepare a version that should serve (blocking)."""
+        versions = find_versions(self.root)
+        stats = {v: _stat(p) for v, p in versions.items()}
+        settled = {v for v, s in stats.items() if self._seen.get(v) == s}
+        self._seen = stats
+        for v in list(self._refused):
+            if stats.get(v) != self._refused[v]:
+                del self._refused[v]  # the file changed: worth another try
+        candidates = sorted((v for v in settled if v not in self._refused), reverse=True)
+        serving = self.current.version if self.current else None
+        pending = self._pending[0].version if self._pending else None
+        for v in candidates:
+            if v in (serving, pending):
+                return  # the best candidate already serves or waits for acquire()
+            if serving is not None and v < serving and serving in versions:
+                return  # an older version never replaces a serving one that still exists
+            ready = self._prepare(ModelVersion(self.name, v, versions[v]))
+            if ready is not None:
+                with self._lock:
+                    stale, self._pending = self._pending, ready
+                if stale is not None:
+                    stale[1].close()
+                return
+
+    def _prepare(self, mv: ModelVersion) -> tuple[ModelVersion, Model, SelfTest] | None:
+        """Load, check, warm up and self-test one version; None (after reporting why) if it fails."""
+        t0 = time.perf_counter()
+        model: Model | None = None
+        try:
+            model = load_model(mv.path, **self._load_kw)
+            load_ms = (time.perf_counter() - t0) * 1e3
+            if self._model is not None and (why := compatible(model, self._model)):
+                raise ModelRefused(why)
+            golden = golden_inputs(self.root)
+            t1 = time.perf_counter()
+            sample = next(iter(golden.values()), None)
+            for _ in range(self.warmup):
+                run_golden(model, sample) if sample is not None else model.invoke()
+            warmup_ms = (time.perf_counter() - t1) * 1e3
+            compared, worst = self_test(model, mv.path.parent, golden)
+            return mv, model, SelfTest(len(golden), compared, worst, load_ms, warmup_ms)
+        except (ModelError, ValueError, OSError) as exc:
+            if model is not None:
+                model.close()
+            self._refuse(mv, str(exc))
+            return None
+
+    def _refuse(self, mv: ModelVersion, reason: str) -> None:
+        self._last_reason = reason
+        try:
+            self._refused[mv.version] = _stat(mv.path)
+        except OSError:
+            pass
+        serving = str(self.current) if self.current else None
+        log.error("model %s refused, %s: %s", mv, f"{serving} keeps serving" if serving else "not serving", reason)
+        self._emit(EventKind.MODEL_REFUSED, {"name": mv.name, "version": mv.version, "path": str(mv.path),
+                                             "reason": reason, "serving": serving})
+
+    def _serve(self, mv: ModelVersion, model: Model, test: SelfTest, *, previous: ModelVersion | None) -> None:
+        self._model, self.current = model, mv
+        if previous is not None:
+            self.switches += 1
+        log.info("model %s serving%s (%s)", mv, f", was {previous}" if previous else "", model.describe())
+        self._emit(EventKind.MODEL_SWITCH, {"name": mv.name, "version": mv.version, "path": str(mv.path),
+                                            "from": str(previous) if previous else None, "to": str(mv),
+                                            "selftest": test.to_dict(), **model.describe()})
+
+    def _emit(self, kind: EventKind, payload: dict[str, Any]) -> None:
+        if self._on_event is not None:
+            try:
+                self._on_event(kind, payload)
+            except Exception as exc:  # noqa: BLE001 - reporting must not break serving
+                log.error("model event handler failed: %s", exc)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            try:
+                self.poll()
+            except Exception as exc:  # noqa: BLE001 - a bad scan must not end watching
+                log.error("scanning %s failed: %s", self.root, exc)
+
+    def close(self) -> None:
+        """Stop watching and close the models (safe twice)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            pending[1].close()
+        if self._model is not None:
+            self._model.close()
+
+    def __enter__(self) -> ModelWatcher:
+        return self if self._model is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns

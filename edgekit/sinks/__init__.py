@@ -1,0 +1,30 @@
+"""Where the detection loop's results go: one :class:`Sink` per output.
+
+A sink takes one :class:`~edgekit.results.FrameResult` at a time in the loop's output
+stage (the iterating thread) and releases what it holds on :meth:`Sink.close`, which is
+safe to call twice. The built-in ones::
+
+    from edgekit.sinks.jsonl import JsonlSink              # one JSON line per frame
+    from edgekit.sinks.video_writer import VideoWriterSink  # annotated video (MJPG .avi)
+
+Event sinks (MQTT, webhook, rotating files) take :class:`edgekit.events.Event` instead;
+see :mod:`edgekit.events`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # importing the package (e.g. for the MQTT sink) should not pull in OpenCV
+    from edgekit.results import FrameResult
+
+__all__ = ["Sink"]
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """An output of the loop."""
+
+    def write(self, result: FrameResult) -> None: ...
+
+    def close(self) -> None: ...

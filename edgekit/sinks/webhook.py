@@ -1,0 +1,230 @@
+"""HTTP webhook event sink: POST each event as JSON, retrying with exponential backoff.
+
+Events go through a :class:`DiskQueue` and are sent one at a time in sequence order; one
+is deleted only after a 2xx answer. Timeouts, connection errors, 408, 425, 429 and 5xx
+are retried (honouring ``Retry-After``) for as long as it takes; any other answer (a 400
+for a payload the receiver will never accept) sets that event aside in the queue's
+dead-letter table, logged, so one bad event cannot block the line. Each request carries
+``Idempotency-Key: <device>:<seq>`` so a receiver can drop the resend of a request whose
+answer was lost. Standard library only (http.client), over one kept-alive connection.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import random
+import ssl
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Mapping, NamedTuple
+
+from edgekit.errors import ConfigError
+from edgekit.events import Event
+from edgekit.sinks.diskqueue import DiskQueue, QueueItem
+
+__all__ = ["WebhookConfig", "WebhookSink", "WebhookStats", "RETRY_STATUSES"]
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """Where to POST, and how patiently."""
+
+    url: str
+    queue_path: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 5.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 60.0
+    drain_timeout: float = 2.0
+    max_queued: int | None = None
+
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"webhook url must be http:// or https:// with a host, got {self.url!r}")
+        if not 0 < self.backoff_initial <= self.backoff_max:
+            raise ConfigError(f"need 0 < backoff_initial <= backoff_max, got {self.backoff_initial} "
+                              f"and {self.backoff_max}")
+        if self.timeout <= 0:
+            raise ConfigError(f"timeout must be > 0 seconds, got {self.timeout}")
+
+
+class WebhookStats(NamedTuple):
+    queued: int
+    delivered: int
+    attempts: int
+    rejected: int
+    last_error: str | None
+
+
+class _Outcome(NamedTuple):
+    kind: str  # "ok", "retry" or "reject"
+    detail: str
+    retry_after: float | None = None
+
+
+class WebhookSink:
+    """POSTs events to a URL from a background thread, in order, nothing lost.
+
+    Raises:
+        QueueError: the queue file cannot be opened.
+    """
+
+    def __init__(self, config: WebhookConfig) -> None:
+        self.config = config
+        self.queue = DiskQueue(config.queue_path, max_items=config.max_queued)
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._idle = threading.Condition()
+        self._delivered = self._attempts = self._rejected = 0
+        self._last_error: str | None = None
+        self._closed = False
+        self._conn: http.client.HTTPConnection | None = None
+        self.delays: list[float] = []  # the backoff waits of the current outage, for logs and tests
+        self._thread = threading.Thread(target=self._run, name="edgekit-webhook", daemon=True)
+        self._thread.start()
+
+    def write(self, event: Event) -> None:
+        """Queue one event on disk (durable on return); the sender thread POSTs it."""
+        self.queue.put(event.to_json(), key=event.seq)
+        self._wake.set()
+
+    def stats(self) -> WebhookStats:
+        return WebhookStats(len(self.queue), self._delivered, self._attempts, self._rejected,
+                            self._last_error)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until the queue is empty. True if it emptied within `timeout` seconds."""
+        with self._idle:
+            return self._idle.wait_for(lambda: len(self.queue) == 0, timeout)
+
+    def close(self) -> None:
+        """Try to deliver for ``drain_timeout`` seconds, then stop; the rest stays queued."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flush(self.config.drain_timeout)
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=self.config.timeout + 5)
+        self._drop_connection()
+        self.queue.close()
+
+    def __enter__(self) -> WebhookSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        delay = self.config.backoff_initial
+        while not self._stop.is_set():
+            items = self.queue.peek(1)
+            if not items:
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
+            outcome = self._post(items[0])
+            self._attempts += 1
+            if outcome.kind == "retry":
+                if not self.delays:
+                    log.warning("webhook %s failed (%s); retrying with backoff, events kept in %s",
+                                self.config.url, outcome.detail, self.config.queue_path)
+                self._last_error = outcome.detail
+                wait = outcome.retry_after if outcome.retry_after is not None else random.uniform(0.5, 1.0) * delay
+                self.delays.append(wait)
+                self._stop.wait(min(wait, self.config.backoff_max))
+                delay = min(delay * 2, self.config.backoff_max)
+                continue
+            if outcome.kind == "ok":
+                self.queue.ack([items[0].id])
+                self._delivered += 1
+            else:
+                log.error("webhook %s rejected event %s for good (%s); set aside in %s (dead letters)",
+                          self.config.url, items[0].key, outcome.detail, self.config.queue_path)
+                self._last_error = outcome.detail
+                self.queue.dead_letter(items[0].id, outcome.detail)
+                self._rejected += 1
+            if self.delays:
+                log.info("webhook %s reachable again after %d retries", self.config.url, len(self.delays))
+            self.delays = []
+            delay = self.config.backoff_initial
+            with self._idle:
+                self._idle.notify_all()
+
+    def _post(self, item: QueueItem) -> _Outcome:
+        url = urllib.parse.urlsplit(self.config.url)
+        target = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        headers = {"Content-Type": "application/json", "User-Agent": "edgekit",
+                   "Idempotency-Key": _idempotency_key(item), **self.config.headers}
+        reused = self._conn is not None
+        try:
+            conn = self._connection(url)
+            conn.request("POST", target, body=item.body, headers=headers)
+            resp = conn.getresponse()
+            resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self._drop_connection()
+            if reused:
+                return self._post(item)  # the server closed the idle kept-alive connection: one fresh try
+            return _Outcome("retry", f"{type(exc).__name__}: {exc}")
+        if resp.will_close:
+            self._drop_connection()
+        return _classify(resp.status, resp.reason, resp.getheader("Retry-After"))
+
+    def _connection(self, url: urllib.parse.SplitResult) -> http.client.HTTPConnection:
+        if self._conn is None:
+            if url.scheme == "https":
+                self._conn = http.client.HTTPSConnection(url.hostname or "", url.port, timeout=self.config.timeout,
+                                                         context=ssl.create_default_context())
+            else:
+                self._conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=self.config.timeout)
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _classify(status: int, reason: str, retry_after: str | None) -> _Outcome:
+    detail = f"HTTP {status} {reason}"
+    if 200 <= status < 300:
+        return _Outcome("ok", detail)
+    if status in RETRY_STATUSES:
+        return _Outcome("retry", detail, _retry_after(retry_after))
+    if 300 <= status < 400:
+        return _Outcome("reject", f"{detail}: the webhook URL redirects; configure the final URL")
+    return _Outcome("reject", detail)
+
+
+def _idempotency_key(item: QueueItem) -> str:
+    try:
+        device = json.loads(item.body).get("device", "")
+    except ValueError:
+        device = ""
+    return f"{device}:{item.key}"
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        from datetime import datetime, timezone
+
+        return max(0.0, (parsedate_to_datetime(value) - datetime.now(timezone.utc)).total_seconds())
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,345 @@
+"""Detector and Classifier: a model, its preprocessing and its decoder, ready for frames.
+
+Frames are RGB uint8 (H, W, 3) throughout edgekit; sources read with OpenCV are
+converted once when captured (``cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)`` for your own)::
+
+    from edgekit import Detector, draw
+
+    with Detector.create_from_model_path("ssd.tflite", threshold=0.5) as detector:
+        dets = detector.detect(frame)                    # one frame -> Detections
+        for result in detector.stream("rtsp://cam/1"):   # a source -> FrameResult per frame
+            print(result.index, result.latency_ms, [d.label for d in result.detections])
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, Union, overload
+
+import numpy as np
+
+from edgekit.decode import Decoder, OutputFormat, detect_format, make_decoder
+from edgekit.errors import InputError, ModelError
+from edgekit.labels import align_labels, load_labels
+from edgekit.loop import LoopOptions, LoopSummary, Stream
+from edgekit.preprocess import Normalization, ResizeMode, Transform, fit, fit_into, to_input
+from edgekit.results import Classes, Detections, FrameResult, Result
+from edgekit.runtimes.delegates import Delegate
+from edgekit.runtimes.model import Model, load_model
+from edgekit.video import Reconnect, SourceSpec, VideoSource, parse_source
+
+__all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",
+           "make_engine"]
+
+SourceLike = Union[VideoSource, SourceSpec, str, int, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What every task needs. ``labels``/``resize`` of None come from the model's metadata."""
+
+    model: str | os.PathLike[str]
+    labels: str | os.PathLike[str] | Sequence[str] | None = None
+    resize: ResizeMode | str | None = None
+    delegate: Delegate | str = Delegate.AUTO
+    num_threads: int | None = None
+    warmup: int = 2  # inferences before the first frame (the Edge TPU's first one is slow)
+
+
+@dataclass(frozen=True)
+class DetectorOptions(TaskOptions):
+    threshold: float = 0.5
+    classes: Sequence[str | int] | None = None  # keep only these labels or class ids
+    iou_threshold: float | None = None  # YOLO NMS; None: metadata's, else 0.45
+    max_detections: int = 100
+
+
+@dataclass(frozen=True)
+class ClassifierOptions(TaskOptions):
+    top_k: int = 5
+    threshold: float = 0.0
+
+
+class ModelEngine:
+    """One loaded model's input writing, inference and decoding: what the loop drives
+    (an :class:`edgekit.loop.Engine`). Made by :func:`make_engine`."""
+
+    def __init__(self, model: Model, resize: ResizeMode, decode: Callable[[list[np.ndarray], Transform], Result],
+                 labels: list[str] | None = None, note: str | None = None) -> None:
+        if len(model.inputs) != 1:
+            raise ModelError(f"an image model has one input; {model.path!r} has {len(model.inputs)}: "
+                             f"{', '.join(map(str, model.inputs))}")
+        self.spec = spec = model.inputs[0]
+        shape = tuple(spec.shape)
+        if len(shape) != 4 or shape[0] != 1 or shape[3] != 3:
+            raise ModelError(f"model {model.path!r} takes {spec}; edgekit feeds images as (1, H, W, 3)")
+        self.size = (shape[2], shape[1])  # (width, height)
+        self.resize = resize
+        self.labels = labels
+        self.note = note  # for the user, e.g. labels that do not line up with the outputs
+        self.norm = Normalization.from_metadata(model.metadata)
+        # uint8 inputs take the pixels as they are, so they are resized straight into the tensor.
+        self.direct = np.dtype(spec.dtype) == np.uint8 and (
+            self.norm is None or (self.norm.mean is None and self.norm.color.value == "RGB"))
+        self.lock = threading.Lock()
+        self._model = model
+        self._decode = decode
+        self._outputs = range(len(model.outputs))
+
+    def staging(self) -> np.ndarray:
+        return np.zeros(self.spec.shape, dtype=self.spec.dtype)
+
+    def write(self, image: np.ndarray, dest: np.ndarray | None = None) -> Transform:
+        """Preprocess ``image`` into ``dest``, or straight into the input tensor when None.
+
+        Raises:
+            InputError: the image is not RGB uint8 (H, W, 3).
+        """
+        if self.direct:
+            return fit_into(image, self._model.input_view(0) if dest is None else dest, self.resize)
+        resized, transform = fit(image, self.size, self.resize)
+        x = to_input(resized, self.spec, self.norm)
+        if dest is None:
+            self._model.input_view(0)[...] = x
+        else:
+            dest[...] = x
+        return transform
+
+    def load(self, staged: np.ndarray) -> None:
+        self._model.input_view(0)[...] = staged
+
+    def infer(self) -> list[np.ndarray]:
+        self._model.invoke()
+        return [self._model.output(i) for i in self._outputs]
+
+    def decode(self, outputs: list[np.ndarray], transform: Transform) -> Result:
+        return self._decode(outputs, transform)
+
+    def run(self, image: np.ndarray) -> Result:
+        """One frame, start to end, in the calling thread."""
+        with self.lock:
+            transform = self.write(image)
+            outputs = self.infer()
+        return self.decode(outputs, transform)
+
+    def warm_up(self, n: int) -> list[float]:
+        """Run ``n`` inferences; their times (ms)."""
+        times = []
+        with self.lock:
+            for _ in range(n):
+                t0 = time.perf_counter()
+                self._model.invoke()
+                times.append((time.perf_counter() - t0) * 1e3)
+        return times
+
+
+_ModelEngine = ModelEngine  # the name edgekit.hotswap imports; make_engine() is the public way in
+
+
+def _labels(option: Any, model: Model) -> list[str] | None:
+    if option is None:
+        labels = (model.metadata or {}).get("labels")
+        return [str(x) for x in labels] if isinstance(labels, list) and labels else None
+    if isinstance(option, (str, os.PathLike)):
+        return load_labels(option)
+    return [str(x) for x in option]
+
+
+def _resize(option: ResizeMode | str | None, model: Model) -> ResizeMode:
+    value = option or ((model.metadata or {}).get("preprocessing") or {}).get("resize") or "stretch"
+    try:
+        return value if isinstance(value, ResizeMode) else ResizeMode(str(value).lower())
+    except ValueError:
+        raise InputError(f"resize must be one of {', '.join(m.value for m in ResizeMode)}, got {value!r}") from None
+
+
+def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> ModelEngine:
+    """The loop engine for an already loaded ``model``, configured by ``options`` (its ``model``,
+    ``delegate``, ``num_threads`` and ``warmup`` fields are not used here).
+
+    Raises:
+        ModelError: the model is not the kind of model the options are for.
+        InputError: an option is out of range, or ``classes`` names a label the model lacks.
+    """
+    labels = _labels(options.labels, model)
+    fmt = detect_format(model.outputs, model.metadata)
+    detector = isinstance(options, DetectorOptions)
+    if (fmt is OutputFormat.CLASSES) == detector:
+        raise ModelError(_wrong_task(model, fmt, "detector" if detector else "classifier"))
+    note = None
+    if isinstance(options, DetectorOptions):
+        decoder = make_decoder(model.outputs, model.metadata, labels=labels, threshold=options.threshold,
+                               iou_threshold=options.iou_threshold, max_detections=options.max_detections)
+        decode = _keep_classes(decoder, _check_classes(options.classes, labels))
+    else:
+        if labels is not None:
+            labels, note = align_labels(labels, int(np.prod(model.outputs[0].shape)))
+        decode = make_decoder(model.outputs, model.metadata, labels=labels, threshold=options.threshold,
+                              top_k=options.top_k)
+    return ModelEngine(model, _resize(options.resize, model), decode, labels, note)
+
+
+def _wrong_task(model: Model, fmt: OutputFormat, kind: str) -> str:
+    shapes = [list(o.shape) for o in model.outputs]
+    other = "Classifier (`edgekit classify`)" if fmt is OutputFormat.CLASSES else "Detector (`edgekit detect`)"
+    return f"model {model.path!r} is not a {kind} (its outputs {shapes} read as {fmt.value}); use {other}"
+
+
+def _keep_classes(decoder: Decoder, wanted: set[str | int] | None) -> Callable[[list[np.ndarray], Transform], Result]:
+    if wanted is None:
+        return decoder
+    return lambda outputs, transform: decoder(outputs, transform).filter(classes=wanted)  # type: ignore[union-attr]
+
+
+def _check_classes(classes: Sequence[str | int] | None, labels: Sequence[str] | None) -> set[str | int] | None:
+    if not classes:
+        return None
+    known = set(labels or ())
+    for c in classes:
+        if isinstance(c, str) and not c.isdigit() and c not in known:
+            close = difflib.get_close_matches(c, sorted(known), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else \
+                (" The model has no labels: give class ids, or --labels." if not known else "")
+            raise InputError(f"unknown class {c!r}: not one of the model's labels.{hint}")
+    return {int(c) if isinstance(c, str) and c.isdigit() else c for c in classes}
+
+
+class _Task:
+    """What Detector and Classifier share: loading, the engine, streams, closing."""
+
+    def __init__(self, options: DetectorOptions | ClassifierOptions) -> None:
+        self.options = options
+        self.model = load_model(options.model, options.delegate, options.num_threads)
+        try:
+            self._engine = make_engine(self.model, options)
+            self.warmup_ms = self._engine.warm_up(options.warmup)
+        except BaseException:
+            self.model.close()
+            raise
+        self._streams: list[Stream] = []
+
+    @property
+    def labels(self) -> list[str] | None:
+        """The labels in use (by class id), or None when the model has none."""
+        return self._engine.labels
+
+    @property
+    def labels_note(self) -> str | None:
+        """Set when the labels do not line up with the model's outputs."""
+        return self._engine.note
+
+    @property
+    def input_size(self) -> tuple[int, int]:
+        """The model input's (width, height)."""
+        return self._engine.size
+
+    @property
+    def resize(self) -> ResizeMode:
+        return self._engine.resize
+
+    @overload
+    def stream(self, source: SourceLike, *, callback: None = None, realtime: bool = False,
+               max_frames: int | None = None, duration: float | None = None,
+               reconnect: Reconnect = Reconnect()) -> Stream: ...
+
+    @overload
+    def stream(self, source: SourceLike, *, callback: Callable[[FrameResult], Any], realtime: bool = False,
+               max_frames: int | None = None, duration: float | None = None,
+               reconnect: Reconnect = Reconnect()) -> LoopSummary: ...
+
+    def stream(self, source: SourceLike, *, callback: Callable[[FrameResult], Any] | None = None,
+               realtime: bool = False, max_frames: int | None = None, duration: float | None = None,
+               reconnect: Reconnect = Reconnect()) -> Stream | LoopSummary:
+        """Run the pipelined loop on ``source`` (see :mod:`edgekit.loop`).
+
+        Without ``callback``: returns a :class:`~edgekit.loop.Stream` to iterate for one
+        :class:`FrameResult` per frame (its ``.summary`` holds the figures). With it: calls
+        ``callback(result)`` for each frame until the source ends and returns the
+        :class:`~edgekit.loop.LoopSummary`.
+
+        Raises:
+            SourceError: the source cannot be opened (now) or fails for good (while iterating).
+        """
+        src = source if isinstance(source, VideoSource) else VideoSource(
+            source if isinstance(source, SourceSpec) else parse_source(source, realtime=realtime),
+            reconnect=reconnect)
+        s = Stream(self._engine, src, LoopOptions(max_frames=max_frames, duration=duration))
+        self._streams = [t for t in self._streams if not t.closed] + [s]
+        if callback is None:
+            return s
+        with s:
+            for result in s:
+                callback(result)
+        return s.summary
+
+    def close(self) -> None:
+        """Stop running streams and release the model. Safe to call more than once."""
+        for s in self._streams:
+            s.close()
+        self._streams.clear()
+        self.model.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Detector(_Task):
+    """Objects in frames, from an SSD or raw YOLO ``.tflite`` model.
+
+    Raises (on creation):
+        ModelError: the model is missing, malformed, or not a detector.
+        InputError: an option is out of range, or ``classes`` names a label the model lacks.
+    """
+
+    options: DetectorOptions
+
+    @classmethod
+    def create_from_options(cls, options: DetectorOptions) -> Detector:
+        return cls(options)
+
+    @classmethod
+    def create_from_model_path(cls, path: str | os.PathLike[str], **options: Any) -> Detector:
+        """A detector for ``path``; keyword arguments are :class:`DetectorOptions` fields."""
+        return cls(DetectorOptions(model=path, **options))
+
+    def detect(self, frame: np.ndarray) -> Detections:
+        """Objects in one RGB uint8 (H, W, 3) frame, boxes in its pixels.
+
+        Raises:
+            InputError: the frame is not RGB uint8 (H, W, 3).
+        """
+        return self._engine.run(frame)  # type: ignore[return-value]
+
+
+class Classifier(_Task):
+    """The top classes of frames, from a classification ``.tflite`` model.
+
+    Raises (on creation):
+        ModelError: the model is missing, malformed, or not a classifier.
+    """
+
+    options: ClassifierOptions
+
+    @classmethod
+    def create_from_options(cls, options: ClassifierOptions) -> Classifier:
+        return cls(options)
+
+    @classmethod
+    def create_from_model_path(cls, path: str | os.PathLike[str], **options: Any) -> Classifier:
+        """A classifier for ``path``; keyword arguments are :class:`ClassifierOptions` fields."""
+        return cls(ClassifierOptions(model=path, **options))
+
+    def classify(self, frame: np.ndarray) -> Classes:
+        """The top classes of one RGB uint8 (H, W, 3) frame.
+
+        Raises:
+            InputError: the frame is not RGB uint8 (H, W, 3).
+        """
+        return self._engine.run(frame)  # type: ignore[return-value]

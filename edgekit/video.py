@@ -1,0 +1,372 @@
+"""Video sources (camera, file, stream, images, Pi camera) read by a background thread.
+
+Frames are RGB uint8 throughout edgekit: OpenCV's BGR is converted once, here. A live
+source (camera, stream, or a file played with ``realtime=True``) keeps only the newest
+frame, so the model never works on a stale one; a file otherwise yields every frame::
+
+    with VideoSource(parse_source("clip.mp4", realtime=True)) as src:
+        while (frame := src.get()) is not None:
+            ...  # frame.image, frame.index, frame.capture_ts
+"""
+
+from __future__ import annotations
+
+import enum
+import glob
+import logging
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Generic, NamedTuple, Protocol, TypeVar
+
+import numpy as np
+
+from edgekit.errors import InputError, SourceError
+from edgekit.video_readers import BadFrame, open_reader
+
+__all__ = ["Channel", "SourceKind", "SourceSpec", "Reconnect", "Frame", "SourceStats", "Reader", "VideoSource",
+           "parse_source", "IMAGE_EXTENSIONS"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".gif"})
+_STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
+
+
+class SourceKind(str, enum.Enum):
+    CAMERA = "camera"  # OpenCV device: an index or /dev/videoN
+    FILE = "file"  # a video file
+    STREAM = "stream"  # RTSP / HTTP / ... URL
+    IMAGES = "images"  # one image file, a folder or a glob
+    PICAMERA = "picamera"  # Raspberry Pi camera through picamera2
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where frames come from. ``width``/``height``/``fps`` are requests for cameras; for a
+    file ``fps`` overrides its own rate when ``realtime`` plays it like a camera."""
+
+    kind: SourceKind
+    target: str | int = 0
+    width: int | None = None
+    height: int | None = None
+    fps: float | None = None
+    realtime: bool = False
+    images: tuple[str, ...] = ()  # the files of an IMAGES source, in order
+
+    @property
+    def live(self) -> bool:
+        """True when frames arrive on their own clock and only the newest matters."""
+        return self.kind in (SourceKind.CAMERA, SourceKind.STREAM, SourceKind.PICAMERA) or (
+            self.kind is SourceKind.FILE and self.realtime)
+
+    @property
+    def reconnects(self) -> bool:
+        """True when a lost source is opened again (cameras and streams; a file just ends)."""
+        return self.kind in (SourceKind.CAMERA, SourceKind.STREAM, SourceKind.PICAMERA)
+
+    def __str__(self) -> str:
+        if self.kind is SourceKind.IMAGES:
+            return f"{len(self.images)} image(s) from {self.target}"
+        return f"{self.kind.value} {self.target}" + (" (realtime)" if self.realtime else "")
+
+
+def parse_source(source: str | int | os.PathLike[str], *, width: int | None = None, height: int | None = None,
+                 fps: float | None = None, realtime: bool = False) -> SourceSpec:
+    """Tell what ``source`` is: a camera index or /dev/videoN, a URL, an image, a folder or glob of
+    images, or a video file.
+
+    Raises:
+        SourceError: the path does not exist, or the folder/glob holds no image.
+    """
+    kw = dict(width=width, height=height, fps=fps, realtime=realtime)
+    if isinstance(source, int) or (isinstance(source, str) and source.isdigit()):
+        return SourceSpec(SourceKind.CAMERA, int(source), **kw)  # type: ignore[arg-type]
+    text = os.fspath(source)
+    if text.startswith("/dev/video"):
+        return SourceSpec(SourceKind.CAMERA, text, **kw)  # type: ignore[arg-type]
+    if text.lower().startswith(_STREAM_SCHEMES):
+        return SourceSpec(SourceKind.STREAM, text, **kw)  # type: ignore[arg-type]
+    p = Path(text)
+    if any(ch in text for ch in "*?[") and not p.exists():
+        return _images(text, sorted(glob.glob(text)))
+    if p.is_dir():
+        return _images(text, sorted(str(f) for f in p.iterdir() if f.suffix.lower() in IMAGE_EXTENSIONS))
+    if not p.exists():
+        raise SourceError(f"source {text!r} does not exist. Pass a video or image file, a folder of images, "
+                          "a glob like 'photos/*.jpg', an rtsp:// or http:// URL, or --camera N.")
+    if p.suffix.lower() in IMAGE_EXTENSIONS:
+        return _images(text, [text])
+    return SourceSpec(SourceKind.FILE, text, **kw)  # type: ignore[arg-type]
+
+
+def _images(target: str, files: list[str]) -> SourceSpec:
+    files = [f for f in files if Path(f).is_file()]
+    if not files:
+        raise SourceError(f"no images in {target!r} (looked for {', '.join(sorted(IMAGE_EXTENSIONS))}). "
+                          "Check the folder or the pattern (quote it so the shell does not expand it).")
+    return SourceSpec(SourceKind.IMAGES, target, images=tuple(files))
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    """Backoff for reopening a camera or stream that stopped delivering frames."""
+
+    first_delay: float = 0.5
+    max_delay: float = 8.0
+    give_up_after: float | None = None  # seconds of trying; None keeps trying until stopped
+
+
+class Frame(NamedTuple):
+    """One captured frame. ``index`` counts the frames the source produced (gaps: dropped)."""
+
+    index: int
+    image: np.ndarray  # RGB uint8 (H, W, 3)
+    capture_ts: float  # time.perf_counter() when it was ready (a realtime file: when it was due)
+    timestamp: float  # time.time() at the same moment
+    capture_ms: float  # reading and decoding it
+
+
+class SourceStats(NamedTuple):
+    captured: int
+    dropped: int
+    undecodable: int
+    reopens: int
+
+
+class Reader(Protocol):
+    """What VideoSource reads from; :func:`edgekit.video_readers.open_reader` makes them."""
+
+    fps: float | None
+    frames: int | None  # how many a file or folder holds; None for live sources
+
+    def read(self) -> np.ndarray | None: ...  # RGB frame; None at the end; raises BadFrame
+
+    def skip(self) -> bool: ...  # pass one frame without decoding it; False at the end
+
+    def close(self) -> None: ...
+
+
+class Channel(Generic[T]):
+    """Hands items from one thread to another: newest-only (an unread item is replaced and
+    counted in :attr:`dropped`) or a bounded FIFO (``put`` waits for room)."""
+
+    def __init__(self, capacity: int = 1, keep_latest: bool = False) -> None:
+        self._items: deque[T] = deque()
+        self._capacity = 1 if keep_latest else max(1, capacity)
+        self._keep_latest = keep_latest
+        self._cond = threading.Condition()
+        self._closed = False
+        self.dropped = 0
+
+    def put(self, item: T) -> bool:
+        """Hand over ``item``; False (and nothing done) once the channel is closed."""
+        with self._cond:
+            if self._keep_latest:
+                self.dropped += len(self._items)  # the unread item is stale now
+                self._items.clear()
+            else:
+                while len(self._items) >= self._capacity and not self._closed:
+                    self._cond.wait()
+            if self._closed:
+                return False
+            self._items.append(item)
+            self._cond.notify_all()
+            return True
+
+    def get(self, timeout: float | None = None) -> T | None:
+        """The next item; None when the channel is closed and empty, or after ``timeout`` seconds."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._items or self._closed, timeout) or not self._items:
+                return None
+            item = self._items.popleft()
+            self._cond.notify_all()
+            return item
+
+    def close(self, discard: bool = False) -> None:
+        """No more puts; ``get`` drains what is left (nothing with ``discard``) then returns None."""
+        with self._cond:
+            self._closed = True
+            if discard:
+                self._items.clear()
+            self._cond.notify_all()
+
+    @property
+    def done(self) -> bool:
+        """Closed and drained."""
+        with self._cond:
+            return self._closed and not self._items
+
+
+class VideoSource:
+    """Reads a source in a background thread. A context manager; :meth:`close` is safe twice.
+
+    Raises (from :meth:`open` and :meth:`start`):
+        SourceError: the source cannot be opened (a camera's message lists the devices found).
+    """
+
+    def __init__(self, spec: SourceSpec | str | int | os.PathLike[str], *, reconnect: Reconnect = Reconnect(), buffer: int = 4,
+                 opener: Callable[[SourceSpec], Reader] = open_reader) -> None:
+        self.spec = spec if isinstance(spec, SourceSpec) else parse_source(spec)
+        self._reconnect = reconnect
+        self._opener = opener
+        self._buffer: Channel[Frame] = Channel(buffer, keep_latest=self.spec.live)
+        self._reader: Reader | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._index = self._captured = self._skipped = self._undecodable = self._reopens = 0
+
+    def open(self) -> VideoSource:
+        """Open the source without reading from it yet, so errors surface early, in the caller's thread."""
+        if self._reader is None and self._thread is None:
+            self._reader = self._opener(self.spec)
+        return self
+
+    def start(self) -> VideoSource:
+        """Open the source if needed and start reading it in the background."""
+        if self._thread is None:
+            self.open()
+            self._thread = threading.Thread(target=self._run, name="edgekit-capture", daemon=True)
+            self._thread.start()
+        return self
+
+    @property
+    def fps(self) -> float | None:
+        """The source's frame rate where it reports one (a request's, else the reader's)."""
+        return self.spec.fps or (self._reader.fps if self._reader else None)
+
+    @property
+    def frames(self) -> int | None:
+        """How many frames a file or folder holds (None for live sources, or before :meth:`open`)."""
+        return getattr(self._reader, "frames", None)
+
+    def get(self, timeout: float | None = None) -> Frame | None:
+        """The next frame: the newest one for a live source, the next in order for a file.
+
+        Returns None when the source has ended (see :attr:`finished`) or ``timeout`` passed.
+
+        Raises:
+            SourceError: the source failed for good (e.g. gave up reconnecting).
+        """
+        frame = self._buffer.get(timeout)
+        if frame is None and self._error is not None:
+            raise self._error
+        return frame
+
+    @property
+    def finished(self) -> bool:
+        return self._buffer.done
+
+    @property
+    def stats(self) -> SourceStats:
+        return SourceStats(self._captured, self._buffer.dropped + self._skipped, self._undecodable,
+                           self._reopens)
+
+    # --- the capture thread ---------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._read_all()
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer through get()
+            self._error = exc if isinstance(exc, SourceError) else SourceError(
+                f"reading {self.spec} failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._close_reader()
+            self._buffer.close()
+
+    def _read_all(self) -> None:
+        paced = self.spec.realtime and self.spec.kind is SourceKind.FILE
+        period, start = 1.0 / (self.fps or 30.0), time.perf_counter()
+        while not self._stop.is_set():
+            reader = self._reader or self._reopen()
+            if reader is None:
+                return
+            due = self._keep_pace(reader, start, period) if paced else 0.0
+            if due is None:
+                return
+            t0 = time.perf_counter()
+            try:
+                image = reader.read()
+            except BadFrame as exc:
+                self._undecodable += 1
+                self._index += 1
+                log.warning("skipped an undecodable frame of %s: %s", self.spec, exc)
+                continue
+            if image is None:
+                if not self.spec.reconnects:
+                    return
+                log.warning("%s stopped delivering frames; reopening it", self.spec)
+                self._close_reader()
+                continue
+            t1 = time.perf_counter()
+            # A file played like a camera was "captured" when its frame was due, not when decoded.
+            ts = due if paced else t1
+            if not self._buffer.put(Frame(self._index, image, ts, time.time() - (t1 - ts), (t1 - t0) * 1e3)):
+                return  # closed: the consumer has stopped
+            self._index += 1
+            self._captured += 1
+
+    def _keep_pace(self, reader: Reader, start: float, period: float) -> float | None:
+        """Wait until the next frame is due, or skip (undecoded) those a camera would have
+        overwritten meanwhile. Returns when it was due; None when stopped or at the end."""
+        now = time.perf_counter()
+        due = start + self._index * period
+        if now < due:
+            return None if self._stop.wait(due - now) else due
+        for _ in range(int((now - due) / period)):
+            if not reader.skip():
+                return None
+            self._index += 1
+            self._skipped += 1
+        return start + self._index * period
+
+    def _reopen(self) -> Reader | None:
+        """Open the lost source again with growing pauses; None when stopped meanwhile.
+
+        Raises:
+            SourceError: ``give_up_after`` seconds passed without success.
+        """
+        delay, began = self._reconnect.first_delay, time.perf_counter()
+        while not self._stop.wait(delay):
+            try:
+                self._reader = self._opener(self.spec)
+                self._reopens += 1
+                log.warning("reopened %s", self.spec)
+                return self._reader
+            except (SourceError, InputError) as exc:
+                log.warning("reopening %s failed (next try in %.1f s): %s", self.spec, delay, exc)
+            waited = time.perf_counter() - began
+            limit = self._reconnect.give_up_after
+            if limit is not None and waited >= limit:
+                raise SourceError(f"{self.spec} was lost and could not be reopened for {waited:.0f} s; "
+                                  "check the cable, the network or the URL.")
+            delay = min(delay * 2, self._reconnect.max_delay)
+        return None
+
+    def _close_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            try:
+                reader.close()
+            except Exception:  # noqa: BLE001 - a reader failing to close is not worth losing results over
+                log.debug("closing the reader of %s failed", self.spec, exc_info=True)
+
+    # --- lifetime -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the capture thread and release the source. Safe to call more than once."""
+        self._stop.set()
+        self._buffer.close(discard=True)
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        if self._thread is None or not self._thread.is_alive():
+            self._close_reader()
+
+    def __enter__(self) -> VideoSource:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,206 @@
+"""The readers behind :class:`edgekit.video.VideoSource`: OpenCV, image files, picamera2.
+
+Each one opens in its constructor (raising :class:`SourceError` with what to do), then
+``read()`` gives the next RGB frame, None at the end, or raises :class:`BadFrame` for a
+frame that cannot be decoded (the source goes on).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+import cv2
+import numpy as np
+
+from edgekit.errors import InputError, SourceError
+from edgekit.preprocess import load_image
+
+if TYPE_CHECKING:
+    from edgekit.video import Reader, SourceSpec
+
+__all__ = ["BadFrame", "OpenCVReader", "ImageFilesReader", "PiCameraReader", "open_reader", "video_devices"]
+
+# A file whose reads keep failing before its last frame is damaged beyond this many frames: stop.
+MAX_BAD_IN_A_ROW = 25
+STREAM_TIMEOUT_MS = 5000
+
+
+class BadFrame(Exception):
+    """One frame could not be decoded; the source continues."""
+
+
+def video_devices() -> list[str]:
+    """The V4L2 video devices present (/dev/video*), in numeric order."""
+    found = glob.glob("/dev/video*")
+    return sorted(found, key=lambda p: (len(p), p))
+
+
+def _camera_error(target: str | int) -> SourceError:
+    devices = video_devices()
+    if devices:
+        found = f"video devices found: {', '.join(devices)}. Pass --camera with one of their numbers"
+    else:
+        found = ("no video devices found (/dev/video* is empty): is the camera plugged in? "
+                 "A Raspberry Pi camera module is read with --picamera")
+    name = f"/dev/video{target}" if isinstance(target, int) else target
+    return SourceError(f"cannot open camera {target} ({name}); {found}. "
+                       "Another program may also be holding it (check with `fuser /dev/video*`).")
+
+
+def _to_rgb(image: Any) -> np.ndarray:
+    if image is None or not isinstance(image, np.ndarray) or image.size == 0:
+        raise BadFrame("the decoder returned no image")
+    if image.ndim == 2:
+        return cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
+    if image.ndim == 3 and image.shape[2] == 4:
+        return cv2.cvtColor(image, cv2.COLOR_BGRA2RGB)
+    if image.ndim == 3 and image.shape[2] == 3 and image.dtype == np.uint8:
+        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    raise BadFrame(f"unexpected frame {image.dtype} {image.shape}")
+
+
+class OpenCVReader:
+    """A camera, video file or stream URL through cv2.VideoCapture."""
+
+    def __init__(self, spec: SourceSpec) -> None:
+        from edgekit.video import SourceKind
+
+        self._spec = spec
+        self._file = spec.kind is SourceKind.FILE
+        if spec.kind is SourceKind.CAMERA:
+            api = cv2.CAP_V4L2 if sys.platform.startswith("linux") else cv2.CAP_ANY
+            self._cap = cv2.VideoCapture(spec.target, api)
+            if not self._cap.isOpened():
+                raise _camera_error(spec.target)
+            self._request(spec)
+        elif spec.kind is SourceKind.STREAM:
+            params = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, STREAM_TIMEOUT_MS, cv2.CAP_PROP_READ_TIMEOUT_MSEC,
+                      STREAM_TIMEOUT_MS]
+            self._cap = cv2.VideoCapture(str(spec.target), cv2.CAP_FFMPEG, params)
+            if not self._cap.isOpened():
+                raise SourceError(f"cannot open stream {spec.target!r} within {STREAM_TIMEOUT_MS / 1000:.0f} s. "
+                                  "Check the URL, the credentials in it and that the camera is reachable "
+                                  "(try it in `ffplay URL`).")
+        else:
+            self._cap = cv2.VideoCapture(str(spec.target))
+            if not self._cap.isOpened():
+                raise SourceError(f"cannot read video file {spec.target!r}: OpenCV found no decoder for it or "
+                                  "it is damaged. Check it plays (`ffprobe FILE`), or convert it to MP4/H.264.")
+        fps = self._cap.get(cv2.CAP_PROP_FPS)
+        self.fps: float | None = float(fps) if fps and 0 < fps < 1000 else None
+        self.frames: int | None = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0) or None if self._file else None
+        self._bad_in_a_row = 0
+
+    def _request(self, spec: SourceSpec) -> None:
+        for prop, value in ((cv2.CAP_PROP_FRAME_WIDTH, spec.width), (cv2.CAP_PROP_FRAME_HEIGHT, spec.height),
+                            (cv2.CAP_PROP_FPS, spec.fps)):
+            if value:
+                self._cap.set(prop, float(value))
+        # Our own thread drains the camera; a deep driver queue would only hold stale frames.
+        self._cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)
+
+    def read(self) -> np.ndarray | None:
+        ok, image = self._cap.read()
+        if not ok:
+            pos = int(self._cap.get(cv2.CAP_PROP_POS_FRAMES) or 0)
+            if self.frames and pos < self.frames - 1 and self._bad_in_a_row < MAX_BAD_IN_A_ROW:
+                self._bad_in_a_row += 1
+                raise BadFrame(f"frame {pos} of {self.frames} could not be decoded")
+            return None
+        self._bad_in_a_row = 0
+        return _to_rgb(image)
+
+    def skip(self) -> bool:
+        return bool(self._cap.grab())
+
+    def close(self) -> None:
+        self._cap.release()
+
+
+class ImageFilesReader:
+    """The images of an IMAGES source, one frame each; an unreadable image is a BadFrame."""
+
+    fps = None
+
+    def __init__(self, spec: SourceSpec) -> None:
+        self._files = list(spec.images)
+        self.frames: int | None = len(self._files)
+        self._next = 0
+
+    def read(self) -> np.ndarray | None:
+        if self._next >= len(self._files):
+            return None
+        path = self._files[self._next]
+        self._next += 1
+        try:
+            return load_image(path)
+        except InputError as exc:
+            raise BadFrame(str(exc)) from None
+
+    def skip(self) -> bool:
+        self._next += 1
+        return self._next <= len(self._files)
+
+    def close(self) -> None:
+        self._next = len(self._files)
+
+
+class PiCameraReader:
+    """A Raspberry Pi camera module through picamera2 (imported only when asked for)."""
+
+    def __init__(self, spec: SourceSpec) -> None:
+        try:
+            from picamera2 import Picamera2  # type: ignore[import-not-found]
+        except ImportError:
+            raise SourceError("--picamera needs picamera2, which is not installed here. On Raspberry Pi OS: "
+                              "`sudo apt install -y python3-picamera2` and create the virtualenv with "
+                              "--system-site-packages. For a USB camera use --camera N.") from None
+        size = (spec.width or 640, spec.height or 480)
+        self.fps: float | None = spec.fps or 30.0
+        self.frames: int | None = None
+        try:
+            self._cam = Picamera2()
+            # libcamera names formats by word order: "BGR888" is R, G, B bytes in memory, i.e. RGB.
+            config = self._cam.create_video_configuration(main={"size": size, "format": "BGR888"},
+                                                          controls={"FrameRate": self.fps})
+            self._cam.configure(config)
+            self._cam.start()
+        except Exception as exc:  # noqa: BLE001 - picamera2 raises RuntimeError/IndexError/OSError
+            raise SourceError(f"cannot start the Pi camera: {exc}. Check the ribbon cable and that "
+                              "`rpicam-hello --list-cameras` lists it.") from None
+
+    def read(self) -> np.ndarray | None:
+        try:
+            image = self._cam.capture_array("main")
+        except Exception:  # noqa: BLE001 - a lost camera: the source reopens it
+            return None
+        return np.ascontiguousarray(image[:, :, :3])
+
+    def skip(self) -> bool:
+        return self.read() is not None
+
+    def close(self) -> None:
+        try:
+            self._cam.stop()
+        finally:
+            self._cam.close()
+
+
+def open_reader(spec: SourceSpec) -> Reader:
+    """The reader for ``spec``, opened.
+
+    Raises:
+        SourceError: it cannot be opened.
+    """
+    from edgekit.video import SourceKind
+
+    if spec.kind is SourceKind.IMAGES:
+        return ImageFilesReader(spec)
+    if spec.kind is SourceKind.PICAMERA:
+        return PiCameraReader(spec)
+    if spec.kind is SourceKind.FILE and not os.path.isfile(str(spec.target)):
+        raise SourceError(f"video file {spec.target!r} does not exist")
+    return OpenCVReader(spec)

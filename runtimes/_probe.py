@@ -1,0 +1,208 @@
+"""Try a model in a throw-away process: ``python -m edgekit.runtimes._probe [options] PATH|-``.
+
+The TFLite interpreter is C++: a file that gets past the bounds-checked reader but still
+trips a bug in it (an out-of-range index inside an op's options, a shape that makes a
+kernel write past its buffer) segfaults or aborts the whole process. :func:`probe_model`
+creates, allocates and invokes the interpreter once, on zeros, in a child started with
+``subprocess`` (not multiprocessing: a user's script without a ``__main__`` guard would be
+run again by 'spawn'), so such a file costs a :class:`~edgekit.errors.ModelError` instead
+of the caller's process.
+
+The child reads the model from stdin ("-"), so it checks exactly the bytes the parent
+validated and will load, even if the file changes in between. It prints one JSON line:
+``{"ok": true}`` or ``{"ok": false, "stage": "create"|"invoke", "error": "..."}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+__all__ = ["ProbeResult", "probe_model", "DEFAULT_PROBE_TIMEOUT", "main"]
+
+DEFAULT_PROBE_TIMEOUT = 60.0
+# The child may use at most this much address space beyond the model's own size (half the
+# machine's memory, within these bounds), so a file that makes the interpreter allocate
+# without end fails in the child, not by waking the kernel's OOM killer on a small device.
+_MIN_HEADROOM, _MAX_HEADROOM = 512 * 1024**2, 6 * 1024**3
+_STDERR_TAIL = 400
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What the child reported. ``crashed``: killed by a signal, or timed out (``timed_out``)."""
+
+    ok: bool
+    stage: str = ""  # "create" (interpreter / allocate_tensors) or "invoke"; "" when ok
+    error: str = ""
+    crashed: bool = False
+    timed_out: bool = False
+    ms: float = 0.0
+
+
+# sha256 of bytes + configuration -> the result (never a timeout, which may be the machine's
+# fault); loading the same file again (bench rows, a restarted pipeline) costs no second child.
+_MAX_REMEMBERED = 256
+_passed: dict[tuple[str, str, str, int], ProbeResult] = {}
+_passed_lock = threading.Lock()
+
+
+def probe_model(data: bytes, *, backend: str, delegate: str = "xnnpack", device: str | None = None,
+                num_threads: int = 1, timeout: float = DEFAULT_PROBE_TIMEOUT) -> ProbeResult:
+    """Create, allocate and invoke (on zeros) an interpreter for `data` in a child process.
+
+    Args:
+        data: the model's bytes (already validated by the reader).
+        backend: the resolved backend name ('ai_edge_litert', 'tflite_runtime', 'tensorflow').
+        delegate: 'cpu', 'xnnpack' or 'edgetpu' (already resolved from 'auto').
+        device: the Edge TPU device option ('usb:0', ...), if any.
+        num_threads: interpreter threads, as the caller will use them.
+        timeout: seconds before the child is killed and the file reported as hanging.
+
+    Returns:
+        A :class:`ProbeResult`; ``crashed`` means the file must not be loaded in-process.
+        Never raises for what the model does; an OSError starting Python propagates.
+    """
+    import time
+
+    key = (hashlib.sha256(data).hexdigest(), backend, f"{delegate}:{device or ''}", num_threads)
+    with _passed_lock:
+        if key in _passed:
+            return _passed[key]
+    cmd = [sys.executable, "-m", "edgekit.runtimes._probe", "--backend", backend, "--delegate", delegate,
+           "--threads", str(num_threads), "--memory", str(len(data) + _headroom()), "-"]
+    if device:
+        cmd[-1:-1] = ["--device", device]
+    env = dict(os.environ, PYTHONFAULTHANDLER="", TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("EDGEKIT_ISOLATE", None)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, input=data, capture_output=True, timeout=timeout, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return ProbeResult(False, "", f"it did not finish within {timeout:g} s", crashed=True, timed_out=True,
+                           ms=(time.perf_counter() - t0) * 1e3)
+    ms = (time.perf_counter() - t0) * 1e3
+    result = _read_result(proc, ms)
+    with _passed_lock:  # a crash is remembered too: the same bytes are refused at once next time
+        if len(_passed) >= _MAX_REMEMBERED:
+            _passed.pop(next(iter(_passed)))
+        _passed[key] = result
+    return result
+
+
+def _headroom() -> int:
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not on this OS
+        return _MAX_HEADROOM
+    return max(_MIN_HEADROOM, min(_MAX_HEADROOM, physical // 2))
+
+
+def _read_result(proc: subprocess.CompletedProcess[bytes], ms: float) -> ProbeResult:
+    stderr = proc.stderr.decode("utf-8", "replace").strip()
+    tail = " ".join(ln for ln in stderr.splitlines()[-3:] if not ln.startswith("INFO: "))[-_STDERR_TAIL:]
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        return ProbeResult(False, "", f"killed by {name}" + (f" ({tail})" if tail else ""), crashed=True, ms=ms)
+    lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        doc = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        doc = None
+    if not isinstance(doc, dict) or "ok" not in doc:
+        # No verdict: the child died some other way (os._exit, out of memory in Python...).
+        return ProbeResult(False, "", f"exited with status {proc.returncode} without a verdict"
+                           + (f" ({tail})" if tail else ""), crashed=True, ms=ms)
+    if doc["ok"]:
+        return ProbeResult(True, ms=ms)
+    return ProbeResult(False, str(doc.get("stage", "")), str(doc.get("error", "")), ms=ms)
+
+
+# --- the child ------------------------------------------------------------------------------
+def _limit_child(memory: int) -> None:
+    try:
+        import resource
+    except ImportError:  # not on this OS: the timeout still guards
+        return
+    # A crash must not leave a core file of the model's memory behind.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if memory > 0 and (hard == resource.RLIM_INFINITY or memory < hard):
+        resource.setrlimit(resource.RLIMIT_AS, (memory, hard))
+
+
+def _zeros_into(interp: Any) -> None:
+    import numpy as np
+
+    for d in interp.get_input_details():
+        dtype = np.dtype(d["dtype"])
+        if dtype.kind in "OSU":  # string inputs: leave them empty
+            continue
+        interp.set_tensor(d["index"], np.zeros(tuple(int(s) for s in d["shape"]), dtype=dtype))
+
+
+def _run_child(data: bytes, args: argparse.Namespace) -> dict[str, Any]:
+    from edgekit.runtimes.backends import resolve_backend
+    from edgekit.runtimes.delegates import EdgeTPUDevice, load_edgetpu_delegate
+
+    be = resolve_backend(args.backend)
+    delegates = []
+    if args.delegate == "edgetpu":
+        device = EdgeTPUDevice.parse(args.device) if args.device else None
+        delegates.append(load_edgetpu_delegate(be.load_delegate, device))
+    try:
+        interp = be.make_interpreter(model_content=data, num_threads=args.threads, delegates=delegates,
+                                     disable_default_delegates=args.delegate in ("cpu", "edgetpu"))
+        interp.allocate_tensors()
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which words it
+        return {"ok": False, "stage": "create", "error": f"{type(exc).__name__}: {exc}"}
+    try:
+        _zeros_into(interp)
+        interp.invoke()
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "stage": "invoke", "error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        # Tear down here, before the verdict: a bad model may crash in a destructor too.
+        del interp
+        gc.collect()
+    return {"ok": True}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m edgekit.runtimes._probe",
+                                description="Load a .tflite model once, in this process, and report.")
+    p.add_argument("model", help="the .tflite file, or - to read it from stdin")
+    p.add_argument("--backend", default=None)
+    p.add_argument("--delegate", default="xnnpack", choices=("cpu", "xnnpack", "edgetpu"))
+    p.add_argument("--device", default=None)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--memory", type=int, default=0, help="address-space limit in bytes (0: none)")
+    args = p.parse_args(argv)
+    _limit_child(args.memory)
+    if args.model == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        with open(args.model, "rb") as f:
+            data = f.read()
+    try:
+        verdict = _run_child(data, args)
+    except Exception as exc:  # noqa: BLE001 - a backend or delegate that cannot load here
+        verdict = {"ok": False, "stage": "create", "error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(verdict), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

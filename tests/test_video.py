@@ -1,0 +1,300 @@
+"""Sources: what a source string means, cameras that are absent, newest-frame vs every-frame
+reading, realtime playback, undecodable frames, and reopening a source that vanishes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import cv2
+import numpy as np
+import pytest
+
+from edgekit.errors import SourceError
+from edgekit.video import Channel, Reconnect, SourceKind, SourceSpec, VideoSource, parse_source
+from edgekit.video_readers import BadFrame, open_reader
+
+
+class FakeReader:
+    """Frames whose pixels all equal their number (mod 256); ``bad`` numbers fail to decode."""
+
+    fps = 30.0
+    frames = None
+
+    def __init__(self, start: int, count: int, *, delay: float = 0.0, bad: frozenset[int] = frozenset(),
+                 size: tuple[int, int] = (32, 24)) -> None:
+        self.next, self.end, self.delay, self.bad, self.size = start, start + count, delay, bad, size
+        self.closed = False
+
+    def read(self) -> np.ndarray | None:
+        if self.next >= self.end:
+            return None
+        if self.delay:
+            time.sleep(self.delay)
+        n, self.next = self.next, self.next + 1
+        if n in self.bad:
+            raise BadFrame(f"frame {n} is damaged")
+        return np.full((self.size[1], self.size[0], 3), n % 256, dtype=np.uint8)
+
+    def skip(self) -> bool:
+        self.next += 1
+        return self.next <= self.end
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def opener_of(*readers: FakeReader | Exception) -> Callable[[SourceSpec], FakeReader]:
+    """Each open returns the next reader (or raises the next exception); then it keeps failing."""
+    queue = list(readers)
+
+    def open_(spec: SourceSpec) -> FakeReader:
+        item = queue.pop(0) if queue else SourceError("gone for good")
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    return open_
+
+
+def drain(src: VideoSource, every: float = 0.0) -> list[int]:
+    seen = []
+    while (frame := src.get(timeout=5.0)) is not None:
+        seen.append(int(frame.image[0, 0, 0]))
+        if every:
+            time.sleep(every)
+    return seen
+
+
+def write_video(path: Path, frames: int, fps: float, size: tuple[int, int] = (64, 48),
+                value: Callable[[int], int] = lambda i: i) -> Path:
+    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, size)
+    for i in range(frames):
+        w.write(np.full((size[1], size[0], 3), value(i) % 256, dtype=np.uint8))
+    w.release()
+    return path
+
+
+# --- what a source is -------------------------------------------------------------------
+@pytest.fixture()
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "imgs").mkdir()
+    for name in ("b.jpg", "a.png", "notes.txt"):
+        (tmp_path / "imgs" / name).write_bytes(b"x")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "clip.avi").write_bytes(b"x")
+    (tmp_path / "one.bmp").write_bytes(b"x")
+    return tmp_path
+
+
+@pytest.mark.parametrize("given, kind, target", [
+    (0, SourceKind.CAMERA, 0),
+    ("2", SourceKind.CAMERA, 2),
+    ("/dev/video1", SourceKind.CAMERA, "/dev/video1"),
+    ("rtsp://user:pw@cam/stream1", SourceKind.STREAM, "rtsp://user:pw@cam/stream1"),
+    ("HTTP://cam/mjpg", SourceKind.STREAM, "HTTP://cam/mjpg"),
+    ("{tmp}/clip.avi", SourceKind.FILE, "{tmp}/clip.avi"),
+    ("{tmp}/one.bmp", SourceKind.IMAGES, "{tmp}/one.bmp"),
+    ("{tmp}/imgs", SourceKind.IMAGES, "{tmp}/imgs"),
+    ("{tmp}/imgs/*.jpg", SourceKind.IMAGES, "{tmp}/imgs/*.jpg"),
+])
+def test_parse_source(files: Path, given: object, kind: SourceKind, target: object) -> None:
+    fix = (lambda v: v.format(tmp=files) if isinstance(v, str) else v)
+    spec = parse_source(fix(given))  # type: ignore[arg-type]
+    assert (spec.kind, spec.target) == (kind, fix(target))
+
+
+def test_a_folder_lists_its_images_in_order(files: Path) -> None:
+    assert [Path(p).name for p in parse_source(files / "imgs").images] == ["a.png", "b.jpg"]
+
+
+@pytest.mark.parametrize("given, fragment", [
+    ("{tmp}/missing.mp4", "does not exist"),
+    ("{tmp}/empty", "no images in"),
+    ("{tmp}/imgs/*.gif", "no images in"),
+])
+def test_parse_source_errors(files: Path, given: str, fragment: str) -> None:
+    with pytest.raises(SourceError, match=fragment):
+        parse_source(given.format(tmp=files))
+
+
+@pytest.mark.parametrize("spec, live, reconnects", [
+    (SourceSpec(SourceKind.CAMERA, 0), True, True),
+    (SourceSpec(SourceKind.STREAM, "rtsp://x"), True, True),
+    (SourceSpec(SourceKind.FILE, "a.mp4"), False, False),
+    (SourceSpec(SourceKind.FILE, "a.mp4", realtime=True), True, False),
+    (SourceSpec(SourceKind.IMAGES, "d", images=("a.jpg",)), False, False),
+])
+def test_live_and_reconnecting_sources(spec: SourceSpec, live: bool, reconnects: bool) -> None:
+    assert (spec.live, spec.reconnects) == (live, reconnects)
+
+
+# --- errors that tell what to do -----------------------------------------------------------
+def test_camera_that_cannot_be_opened_lists_the_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("edgekit.video_readers.video_devices", lambda: ["/dev/video0", "/dev/video2"])
+    with pytest.raises(SourceError, match=r"cannot open camera 7 .*/dev/video0, /dev/video2"):
+        VideoSource(7).start()
+
+
+def test_no_camera_at_all_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("edgekit.video_readers.video_devices", lambda: [])
+    with pytest.raises(SourceError, match=r"no video devices found .*--picamera"):
+        VideoSource(SourceSpec(SourceKind.CAMERA, 7)).start()
+
+
+def test_picamera_absent_is_a_clear_error() -> None:
+    pytest.importorskip("cv2")
+    try:
+        import picamera2  # type: ignore[import-not-found]  # noqa: F401
+        pytest.skip("picamera2 is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(SourceError, match="picamera2.*apt install"):
+        open_reader(SourceSpec(SourceKind.PICAMERA))
+
+
+def test_unreadable_video_file(tmp_path: Path) -> None:
+    bad = tmp_path / "noise.avi"
+    bad.write_bytes(b"RIFF" + bytes(300))
+    with pytest.raises(SourceError, match="cannot read video file"):
+        VideoSource(bad).start()
+
+
+# --- every frame, newest frame, realtime --------------------------------------------------
+def test_a_file_yields_every_frame_in_order_even_to_a_slow_reader(tmp_path: Path) -> None:
+    video = write_video(tmp_path / "v.avi", 20, 30.0, value=lambda i: i * 10)
+    with VideoSource(video) as src:
+        frames = []
+        while (f := src.get(timeout=5)) is not None:
+            frames.append(f)
+            time.sleep(0.005)
+    assert [f.index for f in frames] == list(range(20))
+    assert [round(float(f.image.mean()) / 10) for f in frames] == list(range(20))
+    assert frames[0].image.shape == (48, 64, 3) and frames[0].image.dtype == np.uint8
+    assert src.stats.dropped == 0 and src.stats.captured == 20
+
+
+def test_frames_are_rgb(tmp_path: Path) -> None:
+    path = tmp_path / "red.avi"
+    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (32, 32))
+    for _ in range(3):
+        w.write(np.dstack([np.zeros((32, 32)), np.zeros((32, 32)), np.full((32, 32), 255)]).astype(np.uint8))
+    w.release()  # pure red written in OpenCV's BGR order
+    with VideoSource(path) as src:
+        r, g, b = src.get(timeout=5).image[16, 16]  # type: ignore[union-attr]
+    assert r > 200 and g < 50 and b < 50
+
+
+def test_realtime_plays_at_the_file_rate_and_drops_for_a_slow_reader(tmp_path: Path) -> None:
+    video = write_video(tmp_path / "v.avi", 30, 60.0)  # 0.5 s of video
+    t0 = time.perf_counter()
+    with VideoSource(parse_source(video, realtime=True)) as src:
+        frames = []
+        while (f := src.get(timeout=5)) is not None:
+            frames.append(f.index)
+            time.sleep(0.05)  # a 20 fps consumer of a 60 fps camera
+    elapsed = time.perf_counter() - t0
+    assert 0.45 < elapsed < 1.5
+    assert frames == sorted(frames) and len(set(frames)) == len(frames)
+    assert len(frames) < 20
+    assert len(frames) + src.stats.dropped == 30  # every frame of the file was either handed out or dropped
+
+
+def test_channel_keeps_only_the_newest_item() -> None:
+    ch: Channel[int] = Channel(keep_latest=True)
+    for i in range(5):
+        ch.put(i)
+    assert ch.get(timeout=0.1) == 4 and ch.dropped == 4
+    ch.close()
+    assert ch.get() is None and ch.done
+
+
+def test_channel_fifo_waits_for_room_and_close_releases_the_writer() -> None:
+    ch: Channel[int] = Channel(2)
+    assert ch.put(1) and ch.put(2)
+    results: list[bool] = []
+    t = threading.Thread(target=lambda: results.append(ch.put(3)))
+    t.start()
+    time.sleep(0.05)
+    assert t.is_alive()  # no room: the writer waits
+    assert ch.get() == 1
+    t.join(1)
+    assert results == [True] and [ch.get(), ch.get()] == [2, 3]
+    t2 = threading.Thread(target=lambda: [ch.put(i) for i in range(5)])
+    t2.start()
+    time.sleep(0.05)
+    ch.close(discard=True)
+    t2.join(1)
+    assert not t2.is_alive() and ch.get() is None
+
+
+# --- damage and disappearance -----------------------------------------------------------
+def test_undecodable_frames_are_skipped_and_counted() -> None:
+    spec = SourceSpec(SourceKind.FILE, "fake")
+    with VideoSource(spec, opener=opener_of(FakeReader(0, 6, bad=frozenset({2, 4})))) as src:
+        seen = drain(src)
+    assert seen == [0, 1, 3, 5]
+    assert src.stats.undecodable == 2 and src.stats.captured == 4
+
+
+def test_a_folder_with_a_broken_image_skips_it(tmp_path: Path) -> None:
+    good = np.full((20, 30, 3), 200, np.uint8)
+    cv2.imwrite(str(tmp_path / "a.png"), good)
+    (tmp_path / "b.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    cv2.imwrite(str(tmp_path / "c.png"), good)
+    with VideoSource(tmp_path) as src:
+        frames = [f for f in iter(lambda: src.get(timeout=5), None)]
+    assert [f.index for f in frames] == [0, 2]
+    assert src.stats.undecodable == 1
+
+
+def test_a_stream_that_vanishes_is_reopened_with_backoff() -> None:
+    spec = SourceSpec(SourceKind.STREAM, "rtsp://fake")
+    first, second = FakeReader(0, 5, delay=0.02), FakeReader(5, 5, delay=0.02)
+    opener = opener_of(first, SourceError("not back yet"), SourceError("not yet"), second)
+    t0 = time.perf_counter()
+    with VideoSource(spec, opener=opener, reconnect=Reconnect(first_delay=0.02, max_delay=0.05,
+                                                              give_up_after=0.5)) as src:
+        seen = []
+        with pytest.raises(SourceError, match="could not be reopened"):
+            while (f := src.get(timeout=5)) is not None:
+                seen.append(int(f.image[0, 0, 0]))
+                time.sleep(0.002)
+    assert 4 in seen and seen[-1] == 9 and seen == sorted(seen)
+    assert src.stats.reopens == 1 and first.closed and second.closed
+    assert time.perf_counter() - t0 >= 0.02 + 0.04 + 0.05  # the pauses grew
+
+
+def test_a_replaced_video_file_is_read_again(tmp_path: Path) -> None:
+    """A "stream" whose file is swapped while it is away (a camera replugged) goes on with the new one."""
+    path = write_video(tmp_path / "cam.avi", 5, 30.0, value=lambda i: 40)
+    opens = []
+
+    def reopen_replaced(spec: SourceSpec) -> object:
+        if opens:
+            write_video(path, 5, 30.0, value=lambda i: 200)
+        opens.append(1)
+        if len(opens) > 2:
+            raise SourceError("unplugged")
+        return open_reader(spec)
+
+    spec = SourceSpec(SourceKind.STREAM, str(path))
+    with VideoSource(spec, opener=reopen_replaced,  # type: ignore[arg-type]
+                     reconnect=Reconnect(first_delay=0.01, give_up_after=0.05)) as src:
+        values = []
+        with pytest.raises(SourceError):
+            while (f := src.get(timeout=5)) is not None:
+                values.append(round(float(f.image.mean()), -1))
+                time.sleep(0.05)  # slower than the file: the newest-frame rule applies
+    assert values[0] == 40 and values[-1] == 200 and src.stats.reopens == 1
+
+
+def test_close_is_safe_twice_and_stops_the_thread() -> None:
+    src = VideoSource(SourceSpec(SourceKind.STREAM, "x"), opener=opener_of(FakeReader(0, 10**6, delay=0.001)))
+    src.start()
+    assert src.get(timeout=5) is not None
+    src.close()
+    src.close()
+    assert not any(t.name == "edgekit-capture" and t.is_alive() for t in threading.enumerate())
