@@ -69,7 +69,11 @@ def predict(path: str | os.PathLike[str], x: np.ndarray, desc: str = "evaluating
 def measure_latency(paths: Sequence[str | os.PathLike[str]], x0: np.ndarray, blocks: int = 6,
                     per_block: int = 5, warmup: int = 3) -> list[float]:
     """Median milliseconds of one invoke of each model on this machine (the interpreter and
-    delegate predict uses), timed in interleaved blocks so that load changes hit all alike."""
+    delegate predict uses), timed in interleaved blocks so that load changes hit all alike.
+
+    Raises:
+        ModelError: a model cannot be loaded here.
+    """
     models = [load_model(p) for p in paths]
     try:
         for m in models:
@@ -178,7 +182,11 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
 
 
 def detections(outputs: ModelOutputs, output_format: OutputFormat) -> list[ImageDetections]:
-    """Per-image detections from a detector's outputs (SSD post-processed, or raw YOLO + NMS)."""
+    """Per-image detections from a detector's outputs (SSD post-processed, or raw YOLO + NMS).
+
+    Raises:
+        ConversionError: the outputs are not the four SSD post-processing outputs.
+    """
     if output_format is OutputFormat.YOLO:
         raw = max(outputs.arrays, key=lambda a: a[0].size)
         return [yolo_detections(r) for r in raw]

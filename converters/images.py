@@ -37,7 +37,11 @@ def list_images(root: Path) -> tuple[list[Path], list[str | None]]:
 
 
 def class_ids(classes: list[str], labels: Sequence[str] | None, root: Path) -> tuple[tuple[str, ...], np.ndarray]:
-    """Class ids from folder names: their index in `labels` when given, else in sorted order."""
+    """Class ids from folder names: their index in `labels` when given, else in sorted order.
+
+    Raises:
+        InputError: a folder name is not in `labels`.
+    """
     if labels:
         unknown = sorted(set(classes) - set(labels))
         if unknown:
@@ -51,7 +55,11 @@ def class_ids(classes: list[str], labels: Sequence[str] | None, root: Path) -> t
 
 
 def decode_images(paths: list[str], pre: Preprocessing, desc: str) -> np.ndarray:
-    """Decode, resize and normalize image files with a parallel tf.data pipeline."""
+    """Decode, resize and normalize image files with a parallel tf.data pipeline (in order).
+
+    Raises:
+        InputError: a file is not an image TensorFlow decodes (JPEG, PNG, BMP, GIF).
+    """
     tf = import_tensorflow()
     channels = pre.channels
 
@@ -67,8 +75,8 @@ def decode_images(paths: list[str], pre: Preprocessing, desc: str) -> np.ndarray
         try:
             out.append(next(it))
         except tf.errors.InvalidArgumentError as exc:
-            raise InputError(f"cannot decode image {paths[i]!r} (or one near it): {str(exc).splitlines()[0]}. "
-                             "Remove or re-save it") from None
+            why = str(exc).splitlines()[0].split(": ")[-1].rstrip(".")  # TF's own reason, last in its chain
+            raise InputError(f"cannot decode image {str(paths[i])!r}: {why}. Remove or re-save it") from None
     return np.stack(out).astype(np.float32)
 
 
@@ -93,8 +101,12 @@ def tf_prepare(tf: Any, img: Any, pre: Preprocessing) -> Any:
     return (img - mean) / std
 
 
-
 def prepare_pixels(pixels: np.ndarray, pre: Preprocessing) -> np.ndarray:
+    """uint8 pixel arrays (N, H, W, C) -> model inputs, as :func:`decode_images` does for files.
+
+    Raises:
+        InputError: the arrays' channels differ from the model's.
+    """
     tf = import_tensorflow()
     if pixels.shape[-1] != pre.channels:
         raise InputError(f"pixel arrays have {pixels.shape[-1]} channels; the model takes {pre.channels}")

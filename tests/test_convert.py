@@ -331,6 +331,10 @@ def test_folder_class_names_must_be_in_the_labels(work: Path) -> None:
     assert ok.class_names == ("cross", "hbar", "square", "vbar", "other") and len(ok.calibration) == 6
     with pytest.raises(InputError, match=r"class folders \['vbar'\] .* are not in the labels list"):
         load_data(folder, None, labels=("cross", "hbar", "square"), **kw)
+    broken = tiny.write_image_folder(work / "broken", per_class=2, seed=3)
+    (broken / "hbar" / "0000_broken.png").write_bytes(b"\x89PNG\r\n\x1a\n but cut short")
+    with pytest.raises(InputError, match=r"cannot decode image '.*0000_broken.png'"):
+        load_data(broken, None, **{**kw, "holdout": 0.9})
 
 
 @pytest.mark.parametrize(

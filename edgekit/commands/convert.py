@@ -67,7 +67,8 @@ def register(subparsers: Any) -> None:
     pre.add_argument("--mean", metavar="M[,M,M]", help="real input = (pixel - mean) / std")
     pre.add_argument("--std", metavar="S[,S,S]", help="see --mean")
     pre.add_argument("--scale", type=float, metavar="S", help="real input = pixel * S (e.g. 0.00392157)")
-    pre.add_argument("--color", choices=("rgb", "bgr"), help="channel order the model was trained on (unset: rgb, or what the model name implies)")
+    pre.add_argument("--color", choices=("rgb", "bgr"),
+                     help="channel order the model was trained on (unset: rgb, or what the model name implies)")
     pre.add_argument("--resize", choices=("stretch", "letterbox"), help="how images fit the input (unset: stretch)")
     pre.add_argument("--task", choices=("classify", "detect"), help="default: from the outputs")
     pre.add_argument("--output-format", choices=("classes", "ssd", "yolo"), help="default: from the outputs")
