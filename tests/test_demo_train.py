@@ -42,6 +42,11 @@ def test_assign_targets(boxes: list, ids: list, positive_rows: dict) -> None:
         assert np.allclose(t[row, 5:], box) and t[row, 1:5].sum() == 1
 
 
+def test_assign_targets_rejects_unknown_classes() -> None:
+    with pytest.raises(InputError, match=r"class ids must be in 0\.\.3, got \[0, 7\]"):
+        assign_targets(np.array([[0, 0, 10, 10], [5, 5, 20, 20]], np.float32), np.array([0, 7]), CFG)
+
+
 def test_decoding_sends_a_neutral_cell_to_its_centre() -> None:
     """sigmoid(0) = 0.5 everywhere: each row's box sits at its cell's centre, sides half the head's limit."""
     gain, offset = decode_constants(CFG)
@@ -178,11 +183,11 @@ def _run_tflite(path, samples: list[Sample]) -> tuple[list[np.ndarray], dict, di
 
 @pytest.mark.slow
 @pytest.mark.needs_tf
-def test_reduced_training_learns_parts_and_defects(trained) -> None:
-    """Bar: part AP@0.5 >= 0.9 and mAP@0.5 >= 0.25 after at most 50 s; the untrained net scores < 0.05.
+def test_reduced_training_beats_the_bar(trained) -> None:
+    """Bar: part AP@0.5 >= 0.9 and mAP@0.5 >= 0.25 after 90 steps (at most 50 s); untrained < 0.05.
 
-    Parts are learnt first, defects later: on an idle 2-core machine this run reaches mAP ~0.4,
-    on a busy one the time limit cuts it shorter (0.29 measured with three other jobs running).
+    Parts are learnt first and defects later, so this short run is mostly about parts: measured
+    mAP 0.29 (part 0.97) here. The full demo run (2000 images, ~100 s) reaches 0.84-0.95.
     """
     from edgekit.demo.model import build_model
     from edgekit.demo.train import evaluate

@@ -16,7 +16,8 @@ import cv2
 import numpy as np
 
 from edgekit.demo.dataset import check_size, paste
-from edgekit.demo.scene import CLASS_NAMES, PART, apply_lighting, belt_rows, belt_texture, random_lighting, render_part
+from edgekit.demo.scene import (CLASS_NAMES, PART, Sprite, apply_lighting, belt_rows, belt_texture, random_lighting,
+                                render_part)
 from edgekit.errors import EdgekitError, InputError
 
 __all__ = ["FrameTruth", "PartTruth", "VideoTruth", "make_video"]
@@ -67,19 +68,35 @@ class VideoTruth:
                             "part_ids": f.part_ids.tolist()} for f in self.frames]}
 
 
-def _schedule(rng: np.random.Generator, n_frames: int, speed: float, size: int, scale: float) -> list[tuple[Any, float, int]]:
+def _schedule(rng: np.random.Generator, n_frames: int, speed: float, size: int,
+              scale: float) -> list[tuple[Sprite, float, int]]:
     """Parts with their belt position at frame 0 (x of the left edge) and row; spaced with gaps."""
     top, bottom = belt_rows(size, scale)
     parts, x = [], size * 0.55  # the first part is already in view at frame 0
     travel = speed * n_frames
     while x > -travel - size:
-        sprite = render_part(rng, scale)
+        sprite = render_part(rng, scale, p_defect=0.5)  # a realistic mix of good and bad parts
         h, w = sprite.alpha.shape
         x -= w
         y = int(rng.integers(top - 2, max(top - 1, bottom - h + 3)))
         parts.append((sprite, x, y))
         x -= rng.uniform(0.1, 0.45) * size
     return parts
+
+
+def _place_parts(canvas: np.ndarray, parts: list[tuple[Sprite, float, int]], travelled: float,
+                 shadow: tuple[int, int]) -> FrameTruth:
+    """Paste every part that is in view after the belt moved ``travelled`` pixels; their truth."""
+    boxes, ids, owners = [], [], []
+    for pid, (sprite, x0, y0) in enumerate(parts):
+        x = int(round(x0 + travelled))
+        if x >= canvas.shape[1] or x + sprite.alpha.shape[1] <= 0:
+            continue
+        for cls, box, _ in paste(canvas, sprite, x, y0, shadow):
+            boxes.append(box)
+            ids.append(cls)
+            owners.append(pid)
+    return FrameTruth(np.array(boxes, np.float32).reshape(-1, 4), np.array(ids, np.int64), np.array(owners, np.int64))
 
 
 def make_video(path: str | os.PathLike[str], n_frames: int = 300, fps: float = 15.0, seed: int = 0,
@@ -114,23 +131,12 @@ def make_video(path: str | os.PathLike[str], n_frames: int = 300, fps: float = 1
     frames, seen = [], {}
     try:
         for t in range(n_frames):
-            shift = int(round(speed * t)) % period
-            canvas = np.ascontiguousarray(np.roll(belt, shift, axis=1)[:, :size])
-            boxes, ids, owners = [], [], []
-            for pid, (sprite, x0, y0) in enumerate(parts):
-                x = int(round(x0 + speed * t))
-                if x >= size or x + sprite.alpha.shape[1] <= 0:
-                    continue
-                for cls, box, _ in paste(canvas, sprite, x, y0, light.shadow):
-                    boxes.append(box)
-                    ids.append(cls)
-                    owners.append(pid)
-                    if cls == PART:
-                        seen[pid] = (seen.get(pid, (t, t))[0], t)
-            frame = apply_lighting(canvas, light, rng)
-            writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
-            frames.append(FrameTruth(np.array(boxes, np.float32).reshape(-1, 4), np.array(ids, np.int64),
-                                     np.array(owners, np.int64)))
+            canvas = np.ascontiguousarray(np.roll(belt, int(round(speed * t)) % period, axis=1)[:, :size])
+            truth = _place_parts(canvas, parts, speed * t, light.shadow)
+            for pid in truth.part_ids[truth.class_ids == PART].tolist():
+                seen[pid] = (seen.get(pid, (t, t))[0], t)
+            writer.write(cv2.cvtColor(apply_lighting(canvas, light, rng), cv2.COLOR_RGB2BGR))
+            frames.append(truth)
     finally:
         writer.release()
     truth_parts = tuple(PartTruth(pid, tuple(CLASS_NAMES[c] for c in parts[pid][0].class_ids[1:]), *seen[pid])

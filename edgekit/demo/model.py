@@ -25,13 +25,13 @@ import numpy as np
 
 from edgekit.errors import ConversionError, InputError, ModelError
 
-__all__ = ["DetectorConfig", "OUTPUT_FORMAT", "BOX_FORMAT", "STRIDES", "metadata", "build_model", "build_heads", "decode_constants",
-           "export_saved", "load_saved", "predict", "require_keras"]
+__all__ = ["DetectorConfig", "OUTPUT_FORMAT", "BOX_FORMAT", "STRIDES", "metadata", "build_model", "build_heads",
+           "decode_constants", "export_saved", "load_saved", "predict", "require_keras"]
 
 OUTPUT_FORMAT = "yolo"          # edgekit metadata "output_format"
 BOX_FORMAT = "cxcywh"           # edgekit metadata "detection.box_format", normalised
 STRIDES: tuple[int, ...] = (8, 16)
-# Largest box side (fraction of the input) each head can express; also the split for target assignment.
+# Largest box side (fraction of the input) each head can express.
 MAX_SIDE: tuple[float, ...] = (0.35, 1.0)
 SMALL_OBJECT = 0.2              # max(w, h) at or below this goes to the stride-8 head
 PRIOR = 0.01                    # initial objectness/class probability (focal-loss style bias init)
@@ -200,7 +200,7 @@ def load_saved(path: str | os.PathLike[str]) -> Any:
         raise ModelError(f"no Keras model at {os.fspath(path)!r}: train one with edgekit.demo.train.train()")
     try:
         return keras.models.load_model(path)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:  # Keras raises ValueError for a file that is not a .keras archive
         raise ModelError(f"cannot load {os.fspath(path)!r} as a Keras 3 model: {exc}") from exc
 
 

@@ -105,7 +105,9 @@ def _place_defect(rng: np.random.Generator, inside: np.ndarray, radius: float) -
     return int(xs[i]), int(ys[i])
 
 
-def _draw_scratch(rng, rgb, free, s, metal) -> np.ndarray | None:
+def _draw_scratch(rng: np.random.Generator, rgb: np.ndarray, free: np.ndarray, s: float,
+                  metal: bool) -> np.ndarray | None:
+    """A thin bright (or, on plastic, sometimes dark) diagonal line; its mask, or None if it does not fit."""
     safe = cv2.erode(free, np.ones((5, 5), np.uint8))
     ys, xs = np.nonzero(safe)
     if len(xs) == 0:
@@ -133,7 +135,9 @@ def _draw_scratch(rng, rgb, free, s, metal) -> np.ndarray | None:
     return mask
 
 
-def _draw_dent(rng, rgb, free, s, metal) -> np.ndarray | None:
+def _draw_dent(rng: np.random.Generator, rgb: np.ndarray, free: np.ndarray, s: float,
+               metal: bool) -> np.ndarray | None:
+    """A shaded elliptical crater; its mask, or None if the part has no room for it."""
     rx, ry = rng.uniform(5.5, 8.5) * s, rng.uniform(5.0, 7.5) * s
     at = _place_defect(rng, free, max(rx, ry) + 1)
     if at is None:
@@ -149,7 +153,8 @@ def _draw_dent(rng, rgb, free, s, metal) -> np.ndarray | None:
     return mask
 
 
-def _draw_missing_hole(rgb, hole: tuple[float, float, float], shape: tuple[int, int], s: float) -> np.ndarray:
+def _draw_missing_hole(rgb: np.ndarray, hole: tuple[float, float, float], shape: tuple[int, int],
+                       s: float) -> np.ndarray:
     """Where a hole should be: a centre-punch mark (ring + dot) on solid surface."""
     x, y, r = hole
     centre = (round(x), round(y))
@@ -162,45 +167,44 @@ def _draw_missing_hole(rgb, hole: tuple[float, float, float], shape: tuple[int, 
     return mask
 
 
+def _holes_and_marks(rgb: np.ndarray, solid: np.ndarray, holes: list[tuple[float, float, float]],
+                     missing: int | None, s: float) -> list[tuple[int, np.ndarray]]:
+    """Punch the holes through ``solid``; where one is missing draw its mark instead and return it."""
+    found = []
+    for i, hole in enumerate(holes):
+        if i == missing:
+            found.append((MISSING_HOLE, _draw_missing_hole(rgb, hole, solid.shape, s)))
+        else:
+            cv2.circle(solid, (round(hole[0]), round(hole[1])), round(hole[2]), 0, -1)
+    return found
+
+
 def render_part(rng: np.random.Generator, scale: float, p_defect: float = 0.8) -> Sprite:
     """Draw one part (flange disc, plate or L bracket) and, with probability ``p_defect``, 1-3 defects."""
     s = scale
-    kind = int(rng.integers(0, 3))
-    poly, holes = _outline(kind, rng, s)
+    poly, holes = _outline(int(rng.integers(0, 3)), rng, s)
     ang = rng.uniform(0, 2 * math.pi)
     rot = np.array([[math.cos(ang), -math.sin(ang)], [math.sin(ang), math.cos(ang)]])
-    poly = poly @ rot.T
-    holes = [(*(np.array([x, y]) @ rot.T), r) for x, y, r in holes]
-    half = int(math.ceil(np.abs(poly).max())) + 2
-    size = 2 * half + 1
-    poly, holes = poly + half, [(x + half, y + half, r) for x, y, r in holes]
-    solid = np.zeros((size, size), np.uint8)
-    cv2.fillPoly(solid, [np.round(poly).astype(np.int32)], 255, cv2.LINE_8)
-    rgb, metal = _surface(rng, size, size, s)
-    cv2.polylines(rgb, [np.round(poly).astype(np.int32)], True, tuple(float(c) for c in rgb[half, half] * 0.6), max(1, round(s)))
-    defects: list[tuple[int, np.ndarray]] = []
-    wanted = list(rng.choice([SCRATCH, DENT, MISSING_HOLE], size=int(rng.integers(1, 4)), replace=False)) \
-        if rng.random() < p_defect else []
-    missing = set()
-    if MISSING_HOLE in wanted and holes:
-        missing.add(int(rng.integers(0, len(holes))))
-    for i, hole in enumerate(holes):
-        if i in missing:
-            defects.append((MISSING_HOLE, _draw_missing_hole(rgb, hole, solid.shape, s)))
-        else:
-            cv2.circle(solid, (round(hole[0]), round(hole[1])), round(hole[2]), 0, -1)
-    free = solid.copy()
+    half = int(math.ceil(np.abs(poly @ rot.T).max())) + 2
+    poly = np.round(poly @ rot.T + half).astype(np.int32)
+    holes = [(*(np.array([x, y]) @ rot.T + half), r) for x, y, r in holes]
+    solid = np.zeros((2 * half + 1, 2 * half + 1), np.uint8)
+    cv2.fillPoly(solid, [poly], 255, cv2.LINE_8)
+    rgb, metal = _surface(rng, *solid.shape, s)
+    cv2.polylines(rgb, [poly], True, tuple(float(c) for c in rgb[half, half] * 0.6), max(1, round(s)))
+    wanted = [int(c) for c in rng.choice([SCRATCH, DENT, MISSING_HOLE], size=int(rng.integers(1, 4)),
+                                         replace=False)] if rng.random() < p_defect else []
+    missing = int(rng.integers(0, len(holes))) if MISSING_HOLE in wanted and holes else None
+    defects = _holes_and_marks(rgb, solid, holes, missing, s)
+    free = solid.copy()  # solid surface not yet used by a defect
     for _, m in defects:
         free[m > 0] = 0
-    for cls in wanted:
-        if cls == MISSING_HOLE:
-            continue
+    for cls in (c for c in wanted if c != MISSING_HOLE):
         m = (_draw_scratch if cls == SCRATCH else _draw_dent)(rng, rgb, free, s, metal)
         if m is not None:
             free[cv2.dilate(m, np.ones((3, 3), np.uint8)) > 0] = 0
             defects.append((cls, m))
-    alpha = solid.astype(np.float32) / 255
-    return Sprite(rgb=rgb, alpha=alpha, masks=(solid, *(m for _, m in defects)),
+    return Sprite(rgb=rgb, alpha=solid.astype(np.float32) / 255, masks=(solid, *(m for _, m in defects)),
                   class_ids=(PART, *(c for c, _ in defects)))
 
 

@@ -5,8 +5,9 @@ most ``SMALL_OBJECT`` of the image, else to the stride-16 head; there it is assi
 holding its centre plus the nearer horizontal and vertical neighbour (3 positive cells, which triples
 the positives and speeds training). Where objects compete for a cell the smaller one wins.
 
-Loss per positive cell: objectness BCE (over all cells) + class BCE + (1 - GIoU) on the decoded box,
-each summed and divided by the number of positives in the batch.
+Loss: objectness BCE over all cells, and on the positive cells class BCE, 2 x (1 - GIoU) and
+0.5 x L1 (in stride-8 cells) of the decoded box; each summed and divided by the number of positives.
+Training follows a warm-up + cosine learning rate driven by steps or by time, whichever runs out first.
 """
 
 from __future__ import annotations
@@ -51,7 +52,14 @@ class TrainConfig:
 
 
 def assign_targets(boxes: np.ndarray, class_ids: np.ndarray, cfg: DetectorConfig) -> np.ndarray:
-    """Targets [N, 1 + C + 4] for one image: objectness, one-hot class, box xyxy normalised to [0, 1]."""
+    """Targets [N, 1 + C + 4] for one image: objectness, one-hot class, box xyxy normalised to [0, 1].
+
+    Raises:
+        InputError: a class id is outside 0..C-1.
+    """
+    if len(class_ids) and not 0 <= int(np.min(class_ids)) <= int(np.max(class_ids)) < cfg.num_classes:
+        got = sorted(set(np.asarray(class_ids).tolist()))
+        raise InputError(f"class ids must be in 0..{cfg.num_classes - 1}, got {got}")
     target = np.zeros((cfg.num_rows, 1 + cfg.num_classes + 4), np.float32)
     norm = np.asarray(boxes, np.float32).reshape(-1, 4) / cfg.input_size
     sides = norm[:, 2:] - norm[:, :2]
