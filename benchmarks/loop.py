@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import cv2
 import numpy as np
@@ -43,6 +44,13 @@ def make_video(path: Path, frames: int, fps: float) -> Path:
         w.write(np.roll(base, 3 * i, axis=1))  # a slow pan, so no two frames are alike
     w.release()
     return path
+
+
+def cpu_per_frame(run: Callable[[], float], frames: int) -> tuple[float, float]:
+    """``run()`` -> (its rate, process CPU milliseconds per frame, all threads)."""
+    c0 = time.process_time()
+    rate = run()
+    return rate, (time.process_time() - c0) * 1e3 / frames
 
 
 def bare(det: Detector, n: int) -> float:
@@ -107,15 +115,15 @@ def naive(det: Detector, video: Path, fps: float | None, buffers: int) -> tuple[
     return n / (time.perf_counter() - t0), latencies
 
 
-def pipelined(det: Detector, video: Path, fps: float | None) -> tuple[float, float, float, int]:
-    """(c) fps, latency p50 and p99 (ms), frames dropped."""
+def pipelined(det: Detector, video: Path, fps: float | None) -> tuple[float, float, float, dict[str, float]]:
+    """(c) fps, latency p50 and p99 (ms), stage p50s (ms)."""
     spec = parse_source(video, realtime=fps is not None, fps=fps)
     stream = det.stream(VideoSource(spec))
     with stream:
         for _ in stream:
             pass
     s = stream.summary
-    return s.fps, s.latency_p50_ms, s.latency_p99_ms, s.dropped
+    return s.fps, s.latency_p50_ms, s.latency_p99_ms, s.stages_p50_ms
 
 
 def main() -> int:
@@ -137,26 +145,31 @@ def main() -> int:
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         rounds = []
         for _ in range(args.repeat):
-            a = bare(det, args.frames)
-            b = naive(det, video, None, args.buffers)[0]
-            c = pipelined(det, video, None)[0]
-            rounds.append((a, b, c, b / a, c / a))
-        a, b, c, ba, ca = (statistics.median(r[i] for r in rounds) for i in range(5))
+            a, a_cpu = cpu_per_frame(lambda: bare(det, args.frames), args.frames)
+            b, b_cpu = cpu_per_frame(lambda: naive(det, video, None, args.buffers)[0], args.frames)
+            c, c_cpu = cpu_per_frame(lambda: pipelined(det, video, None)[0], args.frames)
+            rounds.append((a, b, c, b / a, c / a, a_cpu, b_cpu, c_cpu))
+        a, b, c, ba, ca, a_cpu, b_cpu, c_cpu = (statistics.median(r[i] for r in rounds) for i in range(8))
         print(f"\nthroughput, every frame: (a) bare {a:.1f}/s   (b) naive {b:.1f} fps   (c) edgekit {c:.1f} fps")
         print(f"  b/a = {ba:.3f}   c/a = {ca:.3f}   (per round c/a: {', '.join(f'{r[4]:.3f}' for r in rounds)})")
+        # When the interpreter's threads fill every core, decoding and resizing must take CPU from it:
+        # c/a cannot beat the ratio of CPU time per frame.
+        print(f"  CPU time per frame (all threads): (a) {a_cpu:.2f} ms   (b) {b_cpu:.2f} ms   (c) {c_cpu:.2f} ms"
+              f"  -> c/a at most {a_cpu / c_cpu:.3f} with every core busy")
         infer_ms = 1e3 / a
         for fps in rates:
             rows = []
             for _ in range(args.latency_repeat):
                 _, lat_b = naive(det, video, fps, args.buffers)
-                c_fps, c50, c99, dropped = pipelined(det, video, fps)
+                c_fps, c50, c99, stages = pipelined(det, video, fps)
                 rows.append((float(np.percentile(lat_b, 50)), float(np.percentile(lat_b, 99)), c50, c99, c_fps))
             b50, b99, c50, c99, c_fps = (statistics.median(r[i] for r in rows) for i in range(5))
             slower = "model slower than the camera" if infer_ms > 1e3 / fps else "model faster than the camera"
             print(f"\nrealtime {fps:.0f} fps ({slower}; bare inference {infer_ms:.1f} ms):")
             print(f"  latency p50/p99  (b) naive {b50:.1f} / {b99:.1f} ms   (c) edgekit {c50:.1f} / {c99:.1f} ms "
                   f"({c_fps:.1f} fps)")
-            print(f"  p50 / bare inference: (b) {b50 / infer_ms:.2f}x   (c) {c50 / infer_ms:.2f}x")
+            print(f"  p50 / bare inference: (b) {b50 / infer_ms:.2f}x   (c) {c50 / infer_ms:.2f}x   (c) stages p50: "
+                  + " / ".join(f"{k} {v:.1f}" for k, v in stages.items()) + " ms")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -5,7 +5,8 @@ interpreter never waits on reading, decoding, drawing or writing (OpenCV, numpy 
 TFLite interpreter release the GIL while they work):
 
 * a file is read frame by frame; preprocessing runs one frame ahead into a staging buffer
-  and the inference thread only copies it into the input tensor;
+  and the inference thread only copies it into the input tensor; reading and preprocessing
+  run at background CPU priority, in the gaps the interpreter's threads leave;
 * a live source (camera, stream, ``realtime`` file) keeps only its newest frame, and the
   inference thread takes it the moment the interpreter is free and resizes it straight
   into the input tensor, so results are as fresh as the model allows;
@@ -25,7 +26,7 @@ import numpy as np
 from edgekit.errors import InputError
 from edgekit.preprocess import Transform
 from edgekit.results import FrameResult, Result, StageTimes
-from edgekit.video import Channel, Frame, VideoSource
+from edgekit.video import Channel, Frame, VideoSource, background_priority
 
 __all__ = ["Engine", "LoopOptions", "LoopSummary", "Stream", "Samples"]
 
@@ -234,6 +235,7 @@ class Stream:
                 self._staged.close()
 
     def _preprocess(self) -> None:
+        background_priority()  # only a file is preprocessed ahead; it must not slow the model
         while (frame := self._source.get()) is not None:
             buf = self._free.get()
             if buf is None:

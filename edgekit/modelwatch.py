@@ -194,7 +194,7 @@ class ModelWatcher:
         t0 = time.perf_counter()
         model: Model | None = None
         try:
-            model = load_model(mv.path, **self._load_kw)
+            model = load_model(mv.path, isolate=True, **self._load_kw)
             load_ms = (time.perf_counter() - t0) * 1e3
             if self._model is not None and (why := compatible(model, self._model)):
                 raise ModelRefused(why)

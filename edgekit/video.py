@@ -15,6 +15,7 @@ import enum
 import glob
 import logging
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -27,7 +28,7 @@ import numpy as np
 from edgekit.errors import InputError, SourceError
 from edgekit.video_readers import BadFrame, open_reader
 
-__all__ = ["Channel", "SourceKind", "SourceSpec", "Reconnect", "Frame", "SourceStats", "Reader", "VideoSource",
+__all__ = ["Channel", "SourceKind", "background_priority", "SourceSpec", "Reconnect", "Frame", "SourceStats", "Reader", "VideoSource",
            "parse_source", "IMAGE_EXTENSIONS"]
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,24 @@ T = TypeVar("T")
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".gif"})
 _STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
+
+
+BACKGROUND_NICE = 19
+
+
+def background_priority() -> None:
+    """Give the calling thread the lowest CPU priority (Linux; elsewhere nothing).
+
+    For work that only has to stay ahead of the model, such as reading a file frame by
+    frame: it then runs in the gaps the interpreter's threads leave instead of preempting
+    them mid-layer (measured on 2 cores with SSD MobileNet: 0.84 -> 0.89 of the bare
+    interpreter's rate). Never for a live source, whose newest frame must be ready at once.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)  # Linux: per thread
+        except OSError:
+            pass
 
 
 class SourceKind(str, enum.Enum):
@@ -269,6 +288,8 @@ class VideoSource:
 
     # --- the capture thread ---------------------------------------------------------------
     def _run(self) -> None:
+        if not self.spec.live:
+            background_priority()
         try:
             self._read_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer through get()

@@ -19,7 +19,7 @@ from edgekit.runtimes._opnames import BUILTIN_OPS
 if TYPE_CHECKING:
     from edgekit.runtimes.tflite_file import OperatorDef, SubgraphDef, TFLiteFile
 
-__all__ = ["check_graph", "ARITY", "MAX_TENSOR_ELEMENTS", "MAX_TENSOR_BYTES"]
+__all__ = ["check_graph", "ARITY", "OPTION_FIELDS", "FLEXBUFFER_CUSTOM_OPS", "MAX_TENSOR_ELEMENTS", "MAX_TENSOR_BYTES"]
 
 # Kernels count elements in int (32 bits); beyond this they overflow.
 MAX_TENSOR_ELEMENTS = 2**31 - 1
@@ -78,6 +78,28 @@ _CALLS = {
     "STABLEHLO_SCATTER": ("update_subgraph",), "STABLEHLO_REDUCE_WINDOW": ("body_subgraph",),
     "STABLEHLO_COMPOSITE": ("decomposition_subgraph",), "STABLEHLO_CASE": ("branch_subgraphs",),
 }
+
+# The option values the checks need, which the reader extracts: op -> (union type field of
+# Operator, union type it must hold, ((name, field index, kind), ...)). An op whose options
+# are absent or of another type gets TFLite's defaults (0), as the interpreter does.
+OPTION_FIELDS: dict[str, tuple[int, int, tuple[tuple[str, int, str], ...]]] = {
+    "WHILE": (3, 93, (("cond_subgraph", 0, "i32"), ("body_subgraph", 1, "i32"))),
+    "IF": (3, 92, (("then_subgraph", 0, "i32"), ("else_subgraph", 1, "i32"))),
+    "CALL_ONCE": (3, 103, (("init_subgraph", 0, "i32"),)),
+    "CALL": (3, 16, (("subgraph", 0, "u32"),)),
+    "SPLIT": (3, 35, (("num_splits", 0, "i32"),)),
+    "SPLIT_V": (3, 79, (("num_splits", 0, "i32"),)),
+    "UNPACK": (3, 64, (("num", 0, "i32"),)),
+    "PACK": (3, 59, (("values_count", 0, "i32"),)),
+    "STABLEHLO_WHILE": (11, 15, (("cond_subgraph", 0, "i32"), ("body_subgraph", 1, "i32"))),
+    "STABLEHLO_SORT": (11, 14, (("comparator_subgraph", 2, "i32"),)),
+    "STABLEHLO_REDUCE": (11, 6, (("body_subgraph", 1, "i32"),)),
+    "STABLEHLO_SCATTER": (11, 7, (("update_subgraph", 6, "i32"),)),
+    "STABLEHLO_REDUCE_WINDOW": (11, 13, (("body_subgraph", 5, "i32"),)),
+    "STABLEHLO_COMPOSITE": (11, 21, (("decomposition_subgraph", 1, "i32"),)),
+    "STABLEHLO_CASE": (11, 23, (("branch_subgraphs", 0, "i32s"),)),
+}
+
 
 # Custom ops the interpreter registers itself, whose options it parses as a FlexBuffer map.
 FLEXBUFFER_CUSTOM_OPS = frozenset({"TFLite_Detection_PostProcess", "Mfcc", "AudioSpectrogram", "NumericVerify"})
@@ -222,7 +244,7 @@ def _check_calls(model: TFLiteFile, fail: _Fail) -> None:
                     raise fail(f"operator {oi} ({op.opcode}) of subgraph {si} calls subgraph {callee}; the model "
                                f"has {n} and the main one (0) cannot be called")
                 graph[si].add(callee)
-            _check_call_arity(model, op, f"operator {oi} ({op.opcode}) of subgraph {si}", fail)
+            _check_call_arity(model, op, si, f"operator {oi} ({op.opcode}) of subgraph {si}", fail)
     state: dict[int, int] = {}  # 1 visiting, 2 done
 
     def visit(node: int, path: list[int]) -> None:
@@ -240,22 +262,48 @@ def _check_calls(model: TFLiteFile, fail: _Fail) -> None:
             visit(node, [node])
 
 
-def _check_call_arity(model: TFLiteFile, op: OperatorDef, where: str, fail: _Fail) -> None:
+def _types(sg: SubgraphDef, indices: tuple[int, ...]) -> list[str]:
+    return [sg.tensors[i].type if i >= 0 else "absent" for i in indices]
+
+
+def _check_call_arity(model: TFLiteFile, op: OperatorDef, si: int, where: str, fail: _Fail) -> None:
+    """WHILE and IF copy values between their tensors and the called subgraphs' tensors
+    as raw bytes: the counts and element types must agree, or the copy runs past a buffer."""
     sgs = model.subgraphs
     nin, nout = len(op.inputs), len(op.outputs)
+    caller = sgs[si]
     if op.opcode == "WHILE":
         cond, body = sgs[op.option("cond_subgraph", 0)], sgs[op.option("body_subgraph", 0)]
         if not (nin == nout == len(cond.inputs) == len(body.inputs) == len(body.outputs)) or len(cond.outputs) != 1:
             raise fail(f"{where} carries {nin} values in and {nout} out, its condition takes {len(cond.inputs)} and "
                        f"gives {len(cond.outputs)}, its body takes {len(body.inputs)} and gives {len(body.outputs)}")
+        types = {"the loop's inputs": _types(caller, op.inputs), "its outputs": _types(caller, op.outputs),
+                 "the condition's inputs": _types(cond, cond.inputs), "the body's inputs": _types(body, body.inputs),
+                 "the body's outputs": _types(body, body.outputs)}
     elif op.opcode == "IF":
+        types = {"the values it passes": _types(caller, op.inputs[1:]), "its outputs": _types(caller, op.outputs)}
         for key in ("then_subgraph", "else_subgraph"):
-            br = sgs[op.option(key, 0)]
+            br, name = sgs[op.option(key, 0)], key.split("_")[0]
             if len(br.inputs) != nin - 1 or len(br.outputs) != nout:
-                raise fail(f"{where} passes {nin - 1} values and expects {nout}, but its {key.split('_')[0]} "
+                raise fail(f"{where} passes {nin - 1} values and expects {nout}, but its {name} "
                            f"branch takes {len(br.inputs)} and gives {len(br.outputs)}")
-    elif op.opcode == "CALL_ONCE":
-        init = sgs[op.option("init_subgraph", 0)]
-        if init.inputs or init.outputs:
-            raise fail(f"{where} runs a subgraph with {len(init.inputs)} inputs and {len(init.outputs)} outputs; "
-                       "an initializer has none")
+            types[f"the {name} branch's inputs"] = _types(br, br.inputs)
+            types[f"the {name} branch's outputs"] = _types(br, br.outputs)
+        # inputs pair with inputs, outputs with outputs
+        _same_types(where, {k: v for k, v in types.items() if "output" not in k}, fail)
+        types = {k: v for k, v in types.items() if "output" in k}
+    else:
+        if op.opcode == "CALL_ONCE":
+            init = sgs[op.option("init_subgraph", 0)]
+            if init.inputs or init.outputs:
+                raise fail(f"{where} runs a subgraph with {len(init.inputs)} inputs and {len(init.outputs)} "
+                           "outputs; an initializer has none")
+        return
+    _same_types(where, types, fail)
+
+
+def _same_types(where: str, types: dict[str, list[str]], fail: _Fail) -> None:
+    (first, expected), *rest = types.items()
+    for name, got in rest:
+        if got != expected:
+            raise fail(f"{where}: {first} are {expected} but {name} are {got}")

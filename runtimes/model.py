@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
@@ -18,18 +17,15 @@ from edgekit.runtimes.delegates import (
     EdgeTPUDevice,
     load_edgetpu_delegate,
 )
-from edgekit.runtimes._probe import DEFAULT_PROBE_TIMEOUT, probe_model
+from edgekit.runtimes.isolation import DEFAULT_ISOLATE_TIMEOUT, isolate_default, try_in_child
+from edgekit.runtimes.isolation import isolate_timeout as _isolate_timeout
 from edgekit.runtimes.metadata import other_metadata_names, read_metadata
 from edgekit.runtimes.tflite_file import TensorDef, TFLiteFile
 from edgekit.runtimes.validate import validate_model_file
 
 __all__ = ["TensorSpec", "ModelInfo", "Model", "load_model", "inspect_model", "default_threads",
-           "isolate_default", "ISOLATE_ENV_VAR", "ISOLATE_TIMEOUT_ENV_VAR"]
+           "isolate_default", "DEFAULT_ISOLATE_TIMEOUT"]
 
-# Set to 1 to load every model as load_model(..., isolate=True) does (e.g. in a service
-# whose model folder others can write to); the second sets the trial run's time limit.
-ISOLATE_ENV_VAR = "EDGEKIT_ISOLATE"
-ISOLATE_TIMEOUT_ENV_VAR = "EDGEKIT_ISOLATE_TIMEOUT"
 
 
 _NON_NUMPY_TYPES = frozenset({"string", "resource", "variant", "int4", "bfloat16"})
@@ -246,7 +242,7 @@ class Model:
         arrays = self._arrange(inputs)
         for spec, arr in zip(self.inputs, arrays):
             self._set(spec.index, self.prepare_input(spec, arr))
-        self._invoke()
+        self.invoke()
         if dequantize:
             return [s.dequantize(self._get(s.index)) if s.quantized else self._get(s.index)
                     for s in self.outputs]
@@ -319,9 +315,25 @@ class Model:
         return self._interp.tensor(self._out_idx[i])()
 
     def invoke(self) -> None:
-        """Run the model on what is in the input tensors."""
+        """Run the model on what is in the input tensors.
+
+        Raises:
+            ModelError: the interpreter failed (a kernel refused its inputs, or a view from
+                :meth:`input_view` is still alive).
+        """
         self._check_open()
-        self._invoke()
+        try:
+            self._invoke()
+        except RuntimeError as exc:
+            raise self._invoke_error(exc) from None
+
+    def _invoke_error(self, exc: RuntimeError) -> ModelError:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        if "reference to internal data" in text:
+            return ModelError(f"model {self.path!r} cannot run while a view from input_view() or output_view() "
+                              "is alive: drop it (del it, or write with model.input_view()[...] = x) before invoke()")
+        return ModelError(f"{self.backend} failed running model {self.path!r}: {text[:300]}. The inputs do not suit "
+                          "the model (check their shapes and values), or the file is damaged.")
 
     def output(self, i: int = 0, *, dequantize: bool = True) -> np.ndarray:
         """A copy of output `i` after :meth:`invoke`, dequantized by default."""
@@ -369,28 +381,6 @@ def _count_delegate_nodes(interp: Any) -> int:
         return 0
 
 
-def isolate_default() -> bool:
-    """What ``isolate=None`` means: the ``EDGEKIT_ISOLATE`` variable (1/true/yes), else False."""
-    return os.environ.get(ISOLATE_ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _isolate_timeout(value: float | None) -> float:
-    """`value`, else ``EDGEKIT_ISOLATE_TIMEOUT``, else the default; a positive number of seconds.
-
-    Raises:
-        InputError: the value is not a positive number.
-    """
-    if value is None:
-        text = os.environ.get(ISOLATE_TIMEOUT_ENV_VAR, "").strip()
-        try:
-            value = float(text) if text else DEFAULT_PROBE_TIMEOUT
-        except ValueError:
-            raise InputError(f"{ISOLATE_TIMEOUT_ENV_VAR} must be a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise InputError(f"the isolation timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
 def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate.AUTO,
                num_threads: int | None = None, *, backend: str | None = None,
                edgetpu_device: str | EdgeTPUDevice | None = None, isolate: bool | None = None,
@@ -423,6 +413,7 @@ def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate
             (isolate=True) crashed or hung the interpreter in the child process.
         DelegateError: the Edge TPU was asked for and cannot be used.
         BackendError: no interpreter can be used.
+        InputError, ConfigError: a bad argument, or a bad ``EDGEKIT_ISOLATE_TIMEOUT``.
     """
     delegate, device = Delegate.parse(delegate)
     if isinstance(edgetpu_device, str):
@@ -448,7 +439,8 @@ def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate
                          "edgetpu_compiler. " + EDGETPU_INSTALL_HINT)
     if isolate_default() if isolate is None else isolate:
         # Before this process opens the Edge TPU: the child must be able to open it too.
-        notes.extend(_probe_or_raise(spath, data, be, resolved, device, threads, _isolate_timeout(isolate_timeout)))
+        notes.extend(try_in_child(spath, data, be, resolved, device, threads, _isolate_timeout(isolate_timeout),
+                                  lambda text: _interpreter_error(spath, RuntimeError(text), info, be)))
     if resolved is Delegate.EDGETPU:
         try:
             delegates.append(load_edgetpu_delegate(be.load_delegate, device))
@@ -483,32 +475,6 @@ def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate
         return Model(spath, interp, info, runtime)
     except (ValueError, RuntimeError) as exc:  # tensor details the interpreter cannot describe
         raise _interpreter_error(spath, exc, info, be) from None
-
-
-def _probe_or_raise(path: str, data: bytes, be: Backend, delegate: Delegate, device: EdgeTPUDevice | None,
-                    threads: int, timeout: float) -> list[str]:
-    """Run the interpreter on `data` in a child process; raise if it crashed or hung there.
-
-    Returns notes for the Model (a failure on zeros that was an error, not a crash).
-    """
-    try:
-        result = probe_model(data, backend=be.name, delegate=delegate.value,
-                             device=device.option if device else None, num_threads=threads, timeout=timeout)
-    except OSError as exc:
-        raise ModelError(f"cannot start a Python child process ({sys.executable!r}: {exc}) to try model "
-                         f"{path!r} in isolation; load it with isolate=False only if you trust the file.") from None
-    if result.timed_out:
-        raise ModelError(f"the TFLite interpreter did not load and run model {path!r} once within {timeout:g} s "
-                         "(tried in a separate process, now stopped). The file is corrupt or malicious (e.g. a "
-                         "loop that never ends), or far too slow for this device: if you trust it, allow longer "
-                         "(isolate_timeout=..., or --timeout on the command line).")
-    if result.crashed:
-        raise ModelError(f"the TFLite interpreter crashed on model {path!r} ({result.error}; it was tried in a "
-                         "separate process, this one is unharmed). The file is corrupt or malicious: do not load "
-                         "it without isolation. Re-export it from its source model, or copy it again.")
-    if result.stage == "invoke":
-        return [f"a test run on zeros in a separate process failed ({result.error}); check the inputs you give it"]
-    return []
 
 
 def _interpreter_error(path: str, exc: Exception, info: ModelInfo, be: Backend) -> ModelError:

@@ -16,7 +16,7 @@ from typing import Any
 from edgekit.errors import ModelError
 from edgekit.runtimes._opnames import BUILTIN_OPS
 from edgekit.runtimes.flexbuffer import FlexBufferError, read_flat_map
-from edgekit.runtimes.graph_check import FLEXBUFFER_CUSTOM_OPS, check_graph
+from edgekit.runtimes.graph_check import FLEXBUFFER_CUSTOM_OPS, OPTION_FIELDS, check_graph
 
 __all__ = [
     "FILE_IDENTIFIER",
@@ -126,6 +126,10 @@ class _Reader:
         self.n = len(data)
         self.label = label
         self.max_end = 0  # the furthest byte any checked read reached: where the flatbuffer ends
+        # Bytes of vectors and strings decoded so far may not exceed this. Offsets may alias,
+        # so a small file can name one large vector from a million places (a memory bomb);
+        # a file a converter wrote decodes each byte about once.
+        self.budget = 2 * len(data) + 65536
 
     def fail(self, what: str) -> ModelError:
         return ModelError(
@@ -213,11 +217,18 @@ class _Reader:
         self._check(vec + 4, length * elem_size, f"a vector of {length} elements")
         return vec + 4, length
 
+    def spend(self, nbytes: int) -> None:
+        self.budget -= nbytes
+        if self.budget < 0:
+            raise self.fail(f"its tables refer to the same data over and over (more than {2 * self.n + 65536:,} "
+                            "bytes of vectors decoded from a file this size)")
+
     def string(self, table: int, index: int, what: str = "") -> str:
         """A string field; with `what`, one that must be UTF-8 (interpreters decode it strictly)."""
         start, length = self.vector(table, index, 1)
         if not start:
             return ""
+        self.spend(length)
         raw = self.data[start:start + length]
         try:
             return raw.decode("utf-8")
@@ -226,13 +237,19 @@ class _Reader:
                 raise self.fail(f"{what} is not UTF-8 text ({raw[:16]!r})") from None
             return raw.decode("utf-8", errors="replace")
 
-    def ints(self, table: int, index: int, fmt: str = "i") -> tuple[int, ...]:
+    def ints(self, table: int, index: int, fmt: str = "i", limit: int | None = None,
+             what: str = "a vector") -> tuple[int, ...]:
+        """A vector of numbers; with `limit`, refused before decoding when longer."""
         size = struct.calcsize("<" + fmt)
         start, length = self.vector(table, index, size)
+        if limit is not None and length > limit:
+            raise self.fail(f"{what} has {length:,} entries, at most {limit} make sense")
+        self.spend(length * size)
         return struct.unpack_from(f"<{length}{fmt}", self.data, start) if length else ()
 
     def tables(self, table: int, index: int) -> list[int]:
         start, length = self.vector(table, index, 4)
+        self.spend(16 * length)  # the offsets, and the fields read from each table
         return [self.deref(start + 4 * i) for i in range(length)]
 
 
@@ -354,8 +371,8 @@ def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
                    buffers: list[BufferDef]) -> SubgraphDef:
     tensors: list[TensorDef] = []
     for t in r.tables(sg, 0):
-        shape = r.ints(t, 0)
-        if len(shape) > _MAX_RANK or any(d < 0 for d in shape):
+        shape = r.ints(t, 0, limit=_MAX_RANK, what="a tensor shape")
+        if any(d < 0 for d in shape):
             raise r.fail(f"a tensor has an impossible shape {shape[:8]}")
         ttype = r.scalar(t, 1, "i8")
         if ttype not in TENSOR_TYPES:
@@ -376,7 +393,8 @@ def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
         tdef = TensorDef(
             name=r.string(t, 3, "a tensor name"), shape=tuple(shape), type=TENSOR_TYPES[ttype][0], buffer=buf,
             scale=tuple(scale), zero_point=tuple(zero_point), quantized_dimension=qdim,
-            shape_signature=tuple(r.ints(t, 7)), sparse=sparse, variable=variable,
+            shape_signature=tuple(r.ints(t, 7, limit=_MAX_RANK, what="a tensor shape signature")), sparse=sparse,
+            variable=variable,
         )
         _check_constant_size(r, tdef, buffers)
         tensors.append(tdef)
@@ -422,27 +440,6 @@ def _check_custom_options(r: _Reader, op: int) -> tuple[int, int]:
     return start, length
 
 
-# op -> (union type field, union type it must hold, ((name, field index, kind), ...)). An op
-# whose options are absent or of another type gets TFLite's defaults (0), as in the interpreter.
-_OPTION_FIELDS: dict[str, tuple[int, int, tuple[tuple[str, int, str], ...]]] = {
-    "WHILE": (3, 93, (("cond_subgraph", 0, "i32"), ("body_subgraph", 1, "i32"))),
-    "IF": (3, 92, (("then_subgraph", 0, "i32"), ("else_subgraph", 1, "i32"))),
-    "CALL_ONCE": (3, 103, (("init_subgraph", 0, "i32"),)),
-    "CALL": (3, 16, (("subgraph", 0, "u32"),)),
-    "SPLIT": (3, 35, (("num_splits", 0, "i32"),)),
-    "SPLIT_V": (3, 79, (("num_splits", 0, "i32"),)),
-    "UNPACK": (3, 64, (("num", 0, "i32"),)),
-    "PACK": (3, 59, (("values_count", 0, "i32"),)),
-    "STABLEHLO_WHILE": (11, 15, (("cond_subgraph", 0, "i32"), ("body_subgraph", 1, "i32"))),
-    "STABLEHLO_SORT": (11, 14, (("comparator_subgraph", 2, "i32"),)),
-    "STABLEHLO_REDUCE": (11, 6, (("body_subgraph", 1, "i32"),)),
-    "STABLEHLO_SCATTER": (11, 7, (("update_subgraph", 6, "i32"),)),
-    "STABLEHLO_REDUCE_WINDOW": (11, 13, (("body_subgraph", 5, "i32"),)),
-    "STABLEHLO_COMPOSITE": (11, 21, (("decomposition_subgraph", 1, "i32"),)),
-    "STABLEHLO_CASE": (11, 23, (("branch_subgraphs", 0, "i32s"),)),
-}
-
-
 def _read_options(r: _Reader, op: int, name: str, custom: tuple[int, int]) -> tuple[tuple[str, Any], ...]:
     if name in FLEXBUFFER_CUSTOM_OPS:
         start, length = custom
@@ -450,7 +447,7 @@ def _read_options(r: _Reader, op: int, name: str, custom: tuple[int, int]) -> tu
             return tuple(read_flat_map(r.data[start:start + length]).items())
         except FlexBufferError as exc:
             raise r.fail(f"the options of custom op {name} are not a valid FlexBuffer map ({exc})") from None
-    spec = _OPTION_FIELDS.get(name)
+    spec = OPTION_FIELDS.get(name)
     if spec is None:
         return ()
     type_field, union_type, fields = spec

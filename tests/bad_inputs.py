@@ -1,20 +1,14 @@
 """Bad inputs tried end to end: one table for tests/test_bad_inputs.py and benchmarks/bad_inputs_table.py.
 
-Each :class:`Case` builds its input in a scratch folder, names the ``edgekit`` command line
-that gets it, the exit status and first stderr line the user must see, and the same input
-through the Python API with the exception it must raise (or None when it must work).
-Files are made on demand (a 10000x10000 PNG is streamed row by row, never held in memory).
+Each :class:`Case` builds its input in a scratch folder (tests/bad_files.py), names the
+``edgekit`` command line that gets it, the exit status and first stderr line the user
+must see, and the same input through the Python API with the exception it must raise (or
+None when it must work).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import struct
-import subprocess
-import sys
-import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -22,200 +16,13 @@ from typing import Any, Callable
 import numpy as np
 
 from edgekit.errors import InputError, ModelError
+from tests.bad_files import (CliResult, Missing, Workspace, config_file, cut, huge_vector_count, derived_image,
+                             image_folder, keras_model, rename_custom_op, seed_model, set_fields, ssd_with_options,
+                             video_clip, while_forever, run_cli, write_png_stream)
 
 __all__ = ["CASES", "Case", "CliResult", "Missing", "Workspace", "run_cli", "write_png_stream"]
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-class Missing(Exception):
-    """A shared model or image a case needs is not on this machine."""
-
-
-@dataclass
-class Workspace:
-    """Where a case builds its files, and where the shared models and images are."""
-
-    root: Path
-    models: Path | None
-    images: Path | None
-    _made: dict[str, Path] = field(default_factory=dict)
-
-    def shared_model(self, name: str) -> Path:
-        return self._shared(self.models, name)
-
-    def shared_image(self, name: str) -> Path:
-        return self._shared(self.images, name)
-
-    @staticmethod
-    def _shared(folder: Path | None, name: str) -> Path:
-        if folder is None or not (folder / name).exists():
-            raise Missing(f"{name} is not in {folder}")
-        return folder / name
-
-    def make(self, name: str, build: Callable[[Path], None]) -> str:
-        """The path of `name` in the scratch folder, built once by `build(path)`."""
-        if name not in self._made:
-            path = self.root / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            build(path)
-            self._made[name] = path
-        return str(self._made[name])
-
-    def bytes_file(self, name: str, data: Callable[[], bytes]) -> str:
-        return self.make(name, lambda p: p.write_bytes(data()))
-
-
-# --- building bad files ----------------------------------------------------------------------
-def write_png_stream(path: Path, width: int, height: int, *, rows: bool = True) -> None:
-    """A black RGB PNG written a row at a time (memory stays small); rows=False writes the
-    header alone, as a file that claims a size it does not hold."""
-    def chunk(f: Any, kind: bytes, data: bytes) -> None:
-        f.write(struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data)))
-
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n")
-        chunk(f, b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-        comp = zlib.compressobj(6)
-        row = b"\x00" * (1 + 3 * width)
-        body = b"".join(comp.compress(row) for _ in range(height if rows else 1)) + comp.flush()
-        chunk(f, b"IDAT", body)
-        chunk(f, b"IEND", b"")
-
-
-def _image(ws: Workspace, name: str, make: Callable[[Any], Any]) -> str:
-    """An image derived from parrot.jpg by `make(PIL image) -> (PIL image or array, format)`."""
-    from PIL import Image
-
-    def build(path: Path) -> None:
-        with Image.open(ws.shared_image("parrot.jpg")) as im:
-            out = make(im.convert("RGB"))
-        if isinstance(out, np.ndarray):
-            import cv2
-
-            cv2.imwrite(str(path), out)
-        else:
-            out.save(path)
-    return ws.make(name, build)
-
-
-def _cut(data: bytes, fraction: float) -> bytes:
-    return data[: int(len(data) * fraction)]
-
-
-def _deref_field(buf: bytes, table: int, index: int) -> int:
-    """Where the vector, string or table in field `index` of a flatbuffer table starts."""
-    vtable = table - struct.unpack_from("<i", buf, table)[0]
-    pos = table + struct.unpack_from("<H", buf, vtable + 4 + 2 * index)[0]
-    return pos + struct.unpack_from("<I", buf, pos)[0]
-
-
-def _huge_vector_count(data: bytes) -> bytes:
-    """The model's buffers vector (Model field 4) claims 2**31 - 1 entries."""
-    buf = bytearray(data)
-    vec = _deref_field(buf, struct.unpack_from("<I", buf, 0)[0], 4)
-    struct.pack_into("<I", buf, vec, 0x7FFFFFFF)
-    return bytes(buf)
-
-
-def _rename_custom_op(data: bytes, old: bytes, new: bytes) -> bytes:
-    """Rename the custom code of the operator code `old` in place (same length: nothing moves)."""
-    buf = bytearray(data)
-    codes = _deref_field(buf, struct.unpack_from("<I", buf, 0)[0], 1)
-    for i in range(struct.unpack_from("<I", buf, codes)[0]):
-        entry = codes + 4 + 4 * i
-        table = entry + struct.unpack_from("<I", buf, entry)[0]
-        text = _deref_field(buf, table, 1)
-        if buf[text + 4:text + 4 + len(old)] == old:
-            buf[text + 4:text + 4 + len(new)] = new
-            return bytes(buf)
-    raise ValueError(f"no custom op {old!r} in the model")
-
-
-def _seed_model(name: str, edit: Callable[[Any], None]) -> bytes:
-    """One of the fuzz seed models (tests/fuzz/seeds.py) with `edit` applied before packing."""
-    from tests.fuzz.seeds import SEEDS, pack
-
-    model = SEEDS[name]()
-    edit(model)
-    return pack(model)
-
-
-def _set(obj: Any, **values: Any) -> None:
-    for k, v in values.items():
-        setattr(obj, k, v)
-
-
-def _while_forever(m: Any) -> None:
-    """The loop's limit becomes +inf: `i < inf` holds forever once i + 1 == i."""
-    limit = m.subgraphs[1].tensors[1]
-    m.buffers[limit.buffer].data = np.frombuffer(np.array([np.inf], np.float32).tobytes(), np.uint8)
-
-
-def _ssd_with_options(ws: Workspace, options: bytes) -> bytes:
-    from tests.fuzz.seeds import pack, unpack
-
-    m = unpack(ws.shared_model("ssd_mobilenet_v1_coco_quant.tflite").read_bytes())
-    for op in m.subgraphs[0].operators:
-        if op.customOptions is not None:
-            op.customOptions = list(options)
-    return pack(m)
-
-
-# --- running ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CliResult:
-    exit: int
-    stderr: list[str]
-    seconds: float
-    peak_mb: float = 0.0  # the process's maximum resident set size
-
-    @property
-    def first_line(self) -> str:
-        return self.stderr[0] if self.stderr else ""
-
-
-def run_cli(argv: list[str], *, timeout: float = 120.0, env: dict[str, str] | None = None) -> CliResult:
-    """``python -m edgekit ARGV`` as a user runs it (no EDGEKIT_DEBUG); a timeout is exit -9.
-
-    Waits with os.wait4 to get this child's own peak memory (Linux and macOS).
-    """
-    import tempfile
-
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEKIT_ISOLATE") and k != "EDGEKIT_DEBUG"}
-    full_env.update(env or {})
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "edgekit", *argv], stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL, env=full_env, cwd=ROOT)
-        status, usage, timed_out = _wait(proc, timeout)
-        err.seek(0)
-        lines = [ln for ln in err.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-    seconds = time.perf_counter() - t0
-    # ru_maxrss is in KiB on Linux, bytes on macOS
-    peak = usage.ru_maxrss / (1024 if sys.platform != "darwin" else 1024**2)
-    if timed_out:
-        return CliResult(-9, [f"(no answer within {timeout:g} s)", *lines], seconds, peak)
-    return CliResult(status, lines, seconds, peak)
-
-
-def _wait(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, Any, bool]:
-    deadline = time.monotonic() + timeout
-    timed_out = False
-    while True:
-        pid, raw, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > deadline and not timed_out:
-            proc.kill()
-            timed_out = True
-        time.sleep(0.02)
-    status = os.waitstatus_to_exitcode(raw)
-    proc.returncode = status  # reaped here: keep Popen from waiting again
-    return status, usage, timed_out
-
-
-# --- the table -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -233,7 +40,7 @@ class Case:
     def matches(self, result: CliResult) -> bool:
         if self.stderr == "":
             return not result.stderr
-        return re.search(self.stderr, result.first_line) is not None
+        return re.search(self.stderr, result.message) is not None
 
 
 def _mnv1(ws: Workspace) -> str:
@@ -278,7 +85,7 @@ def _image_case(id: str, what: str, image: Callable[[Workspace], str], exit: int
 
 
 def _forever(ws: Workspace) -> str:
-    return ws.bytes_file("forever.tflite", lambda: _seed_model("while", _while_forever))
+    return ws.bytes_file("forever.tflite", lambda: seed_model("while", while_forever))
 
 
 MODEL_CASES = [
@@ -289,7 +96,7 @@ MODEL_CASES = [
     _model_case("model-empty", "empty file (0 bytes)", lambda ws: ws.bytes_file("empty.tflite", bytes),
                 r"^edgekit classify: error: model .* is empty \(0 bytes\)"),
     _model_case("model-truncated", "model cut at half its size",
-                lambda ws: ws.bytes_file("half.tflite", lambda: _cut(Path(_mnv1(ws)).read_bytes(), 0.5)),
+                lambda ws: ws.bytes_file("half.tflite", lambda: cut(Path(_mnv1(ws)).read_bytes(), 0.5)),
                 r"^edgekit classify: error: model .* is corrupt or truncated: .* lies outside the file"),
     _model_case("model-random", "64 KiB of random bytes",
                 lambda ws: ws.bytes_file("random.tflite", lambda: np.random.default_rng(0).bytes(65536)),
@@ -304,27 +111,27 @@ MODEL_CASES = [
                 lambda ws: str(ws.shared_model("mobilenet_v1_0.25_128_quant_edgetpu.tflite")),
                 r"^edgekit classify: error: model .* is compiled for the Edge TPU .* needs the Edge TPU delegate"),
     _model_case("model-custom-op", "SSD with its custom op renamed (TFLite_Detection_PostProcesX)",
-                lambda ws: ws.bytes_file("custom.tflite", lambda: _rename_custom_op(ws.shared_model(
+                lambda ws: ws.bytes_file("custom.tflite", lambda: rename_custom_op(ws.shared_model(
                     "ssd_mobilenet_v1_coco_quant.tflite").read_bytes(),
                     b"TFLite_Detection_PostProcess", b"TFLite_Detection_PostProcesX")),
                 r"^edgekit classify: error: model .* uses custom op\(s\) TFLite_Detection_PostProcesX that "),
     _model_case("model-huge-count", "vector count 2**31-1 (buffers)",
-                lambda ws: ws.bytes_file("count.tflite", lambda: _huge_vector_count(Path(_mnv1(ws)).read_bytes())),
+                lambda ws: ws.bytes_file("count.tflite", lambda: huge_vector_count(Path(_mnv1(ws)).read_bytes())),
                 r"^edgekit classify: error: model .* is corrupt or truncated: a vector of 2147483647 elements"),
     _model_case("model-huge-shape", "tensor shape [1, 2**31-1]",
-                lambda ws: ws.bytes_file("shape.tflite", lambda: _seed_model(
-                    "add", lambda m: [_set(t, shape=[1, 2**31 - 1]) for t in m.subgraphs[0].tensors[::2]])),
+                lambda ws: ws.bytes_file("shape.tflite", lambda: seed_model(
+                    "add", lambda m: [set_fields(t, shape=[1, 2**31 - 1]) for t in m.subgraphs[0].tensors[::2]])),
                 r"^edgekit classify: error: model .* is malformed: tensor 0 .* more than an interpreter can hold"),
     _model_case("model-absent-input", "ADD with input -1 (segfaults the interpreter unchecked)",
-                lambda ws: ws.bytes_file("absent.tflite", lambda: _seed_model(
-                    "add", lambda m: _set(m.subgraphs[0].operators[0], inputs=[-1, 1]))),
+                lambda ws: ws.bytes_file("absent.tflite", lambda: seed_model(
+                    "add", lambda m: set_fields(m.subgraphs[0].operators[0], inputs=[-1, 1]))),
                 r"^edgekit classify: error: model .* is malformed: operator 0 \(ADD\) .* leaves input 0 absent"),
     _model_case("model-while-recursion", "WHILE whose body is the main graph (segfaults unchecked)",
-                lambda ws: ws.bytes_file("recurse.tflite", lambda: _seed_model(
-                    "while", lambda m: _set(m.subgraphs[0].operators[0].builtinOptions, bodySubgraphIndex=0))),
+                lambda ws: ws.bytes_file("recurse.tflite", lambda: seed_model(
+                    "while", lambda m: set_fields(m.subgraphs[0].operators[0].builtinOptions, bodySubgraphIndex=0))),
                 r"^edgekit classify: error: model .* is malformed: operator 0 \(WHILE\) .* calls subgraph 0"),
     _model_case("model-flexbuffer", "SSD post-processing options garbage (segfaults unchecked)",
-                lambda ws: ws.bytes_file("flex.tflite", lambda: _ssd_with_options(ws, b"\x07" * 40 + b"\x24\x01")),
+                lambda ws: ws.bytes_file("flex.tflite", lambda: ssd_with_options(ws, b"\x07" * 40 + b"\x24\x01")),
                 r"^edgekit classify: error: model .* TFLite_Detection_PostProcess are not a valid FlexBuffer map"),
     Case("model-hang-info", "model", "WHILE loop that never ends: `info --load`",
          lambda ws: ["info", "--load", "--timeout", "3", _forever(ws)],
@@ -343,18 +150,18 @@ IMAGE_CASES = [
     _image_case("image-empty", "empty image (0 bytes)", lambda ws: ws.bytes_file("empty.jpg", bytes), 2,
                 r"^edgekit classify: error: image file .* is empty \(0 bytes\)"),
     _image_case("image-truncated", "JPEG cut at 40%", lambda ws: ws.bytes_file(
-        "cut.jpg", lambda: _cut(ws.shared_image("parrot.jpg").read_bytes(), 0.4)), 2,
+        "cut.jpg", lambda: cut(ws.shared_image("parrot.jpg").read_bytes(), 0.4)), 2,
         r"^edgekit classify: error: image .* is truncated or corrupt"),
     _image_case("image-text", "text file named .jpg", lambda ws: ws.bytes_file("notes.jpg", lambda: b"hello\n" * 50), 2,
                 r"^edgekit classify: error: .* is not an image Pillow can read"),
-    _image_case("image-16bit-gray", "16-bit grayscale PNG", lambda ws: _image(
+    _image_case("image-16bit-gray", "16-bit grayscale PNG", lambda ws: derived_image(
         ws, "gray16.png", lambda im: (np.asarray(im.convert("L"), np.uint16) * 257)), 0, ""),
-    _image_case("image-16bit-rgb", "16-bit RGB PNG", lambda ws: _image(
+    _image_case("image-16bit-rgb", "16-bit RGB PNG", lambda ws: derived_image(
         ws, "rgb16.png", lambda im: np.asarray(im, np.uint16)[:, :, ::-1] * 257), 0, ""),
-    _image_case("image-gray", "grayscale JPEG", lambda ws: _image(ws, "gray.jpg", lambda im: im.convert("L")), 0, ""),
-    _image_case("image-rgba", "RGBA PNG", lambda ws: _image(ws, "rgba.png", lambda im: im.convert("RGBA")), 0, ""),
-    _image_case("image-cmyk", "CMYK JPEG", lambda ws: _image(ws, "cmyk.jpg", lambda im: im.convert("CMYK")), 0, ""),
-    _image_case("image-1x1", "1x1 PNG", lambda ws: _image(ws, "one.png", lambda im: im.resize((1, 1))), 0, ""),
+    _image_case("image-gray", "grayscale JPEG", lambda ws: derived_image(ws, "gray.jpg", lambda im: im.convert("L")), 0, ""),
+    _image_case("image-rgba", "RGBA PNG", lambda ws: derived_image(ws, "rgba.png", lambda im: im.convert("RGBA")), 0, ""),
+    _image_case("image-cmyk", "CMYK JPEG", lambda ws: derived_image(ws, "cmyk.jpg", lambda im: im.convert("CMYK")), 0, ""),
+    _image_case("image-1x1", "1x1 PNG", lambda ws: derived_image(ws, "one.png", lambda im: im.resize((1, 1))), 0, ""),
     _image_case("image-10000", "10000x10000 PNG (100 megapixels)", lambda ws: ws.make(
         "big.png", lambda p: write_png_stream(p, 10_000, 10_000)), 0, "", slow=True),
     _image_case("image-12000", "12000x10000 PNG header (120 megapixels)", lambda ws: ws.make(
@@ -365,4 +172,76 @@ IMAGE_CASES = [
         r"^edgekit classify: error: image .* is larger than the 100 megapixels edgekit reads"),
 ]
 
-CASES: list[Case] = [*MODEL_CASES, *IMAGE_CASES]
+def _ssd(ws: Workspace) -> str:
+    return str(ws.shared_model("ssd_mobilenet_v1_coco_quant.tflite"))
+
+
+def _detect(source: Callable[[Workspace], str], quiet: bool = True) -> Callable[[Workspace], list[str]]:
+    """detect on `source`; quiet=False shows the notes (frames go to stdout as JSON)."""
+    def argv(ws: Workspace) -> list[str]:
+        tail = ["-q"] if quiet else ["--json", "--labels", str(ws.shared_model("coco_labels.txt"))]
+        return ["detect", "-m", _ssd(ws), "--source", source(ws), "--max-frames", "5", *tail]
+    return argv
+
+
+VIDEO_CASES = [
+    Case("video-missing", "video", "video file that does not exist", _detect(lambda ws: str(ws.root / "nope.mp4")),
+         2, r"^edgekit detect: error: source .* does not exist"),
+    Case("video-text", "video", "text file named .mp4", _detect(
+        lambda ws: ws.bytes_file("notes.mp4", lambda: b"hello\n" * 100)), 2,
+        r"^edgekit detect: error: cannot read video file .* OpenCV found no decoder"),
+    Case("video-header", "video", "AVI cut after 2 KB (header only)", _detect(
+        lambda ws: ws.bytes_file("head.avi", lambda: Path(video_clip(ws, "whole.avi", 1.0)).read_bytes()[:2000])), 2,
+        r"^edgekit detect: error: cannot read video file .* OpenCV found no decoder"),
+    Case("video-cut", "video", "AVI cut at half (15 of 30 frames)", _detect(lambda ws: video_clip(ws, "half.avi", 0.5)),
+         0, ""),
+    Case("video-empty-glob", "video", "glob matching no image", _detect(lambda ws: str(ws.root / "none" / "*.jpg")),
+         2, r"^edgekit detect: error: no images in"),
+    Case("stream-refused", "video", "rtsp:// URL, connection refused", _detect(lambda ws: "rtsp://127.0.0.1:9/cam"),
+         2, r"^edgekit detect: error: cannot open stream 'rtsp://127.0.0.1:9/cam' within 5 s"),
+    Case("stream-silent", "video", "http:// camera that accepts and never answers",
+         _detect(lambda ws: ws.server("silent")), 2, r"^edgekit detect: error: cannot open stream .* within 5 s"),
+    Case("stream-stalls", "video", "http:// MJPEG camera that stalls after 3 frames (--json, not -q)",
+         _detect(lambda ws: ws.server("stalls"), quiet=False), 0,
+         r"^edgekit detect: stream .* stopped delivering frames; reopening it", slow=True),
+]
+
+CONFIG_CASES = [
+    Case("config-missing", "config", "config file that does not exist",
+         lambda ws: ["inspect", "-c", str(ws.root / "nope.toml"), "--check"], 2,
+         r"^edgekit inspect: error: config file .* does not exist"),
+    Case("config-not-toml", "config", "not TOML", lambda ws: ["inspect", "-c", ws.bytes_file(
+        "bad.toml", lambda: b"this is = not [toml\n"), "--check"], 2,
+        r"^edgekit inspect: error: .*bad.toml: not valid TOML"),
+    Case("config-unknown-key", "config", "unknown key (cont = 3)", lambda ws: ["inspect", "-c", config_file(
+        ws, "unknown.toml", lambda t: t + "cont = 3\n"), "--check"], 2,
+        r"^edgekit inspect: error: .*unknown.toml:15: rules\[0\].cont: unknown key; did you mean 'count'\?"),
+    Case("config-wrong-type", "config", "wrong type (count = \"four\")", lambda ws: ["inspect", "-c", config_file(
+        ws, "type.toml", lambda t: t.replace("count = 4", 'count = "four"')), "--check"], 2,
+        r"^edgekit inspect: error: .*type.toml:14: rules\[0\].count: expected an integer >= 0, got 'four'"),
+    Case("config-zone-outside", "config", "zone outside the 640x480 frame", lambda ws: ["inspect", "-c", config_file(
+        ws, "zone.toml", lambda t: t.replace("[500, 400], [100, 400]", "[900, 400], [100, 400]")), "--check"], 2,
+        r"^edgekit inspect: error: .*zone.toml:8: zone 'tray' .* reaches outside the 640x480 frame"),
+]
+
+
+def _convert(data: Callable[[Workspace], str]) -> Callable[[Workspace], list[str]]:
+    return lambda ws: ["convert", keras_model(ws), "-o", str(ws.root / "out.tflite"), "--mode", "int8",
+                       "--calibration", data(ws), "-q"]
+
+
+CALIBRATION_CASES = [
+    Case("calib-missing", "calibration", "calibration folder that does not exist",
+         _convert(lambda ws: str(ws.root / "nope")), 2, r"^edgekit convert: error: data .* does not exist", slow=True),
+    Case("calib-empty", "calibration", "empty calibration folder",
+         _convert(lambda ws: ws.make("empty", lambda p: p.mkdir())), 2,
+         r"^edgekit convert: error: no images .* in .*empty", slow=True),
+    Case("calib-junk", "calibration", "calibration 'images' that are text",
+         _convert(lambda ws: image_folder(ws, "junk", [(1, 1)] * 3, junk=True)), 2,
+         r"^edgekit convert: error: cannot decode image .*0.jpg", slow=True),
+    Case("calib-mixed", "calibration", "calibration images of mixed sizes (32x32 to 640x480)",
+         _convert(lambda ws: image_folder(ws, "mixed", [(32, 32), (640, 480), (17, 300), (32, 32)])), 0, "",
+         slow=True, timeout=300),
+]
+
+CASES: list[Case] = [*MODEL_CASES, *IMAGE_CASES, *VIDEO_CASES, *CONFIG_CASES, *CALIBRATION_CASES]

@@ -261,6 +261,14 @@ def test_cli_runs_a_classifier_too(shared_models: Path, shared_images: Path) -> 
     assert line["classes"][0]["label"] == "military uniform"
 
 
+def test_cli_damaged_video_is_one_line_without_opencvs_noise(ssd: Path, video: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(video.read_bytes()[:2048])  # the AVI header only: OpenCV's demuxer complains on fd 2
+    out = edgekit("detect", "-m", str(ssd), "--source", str(cut))
+    assert out.returncode == 2
+    assert out.stderr.startswith("edgekit detect: error: cannot read video file") and out.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["--classes", "persn"], "Did you mean 'person'"),
     (["--save", "/no/such/folder/out.avi"], "does not exist"),

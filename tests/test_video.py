@@ -3,6 +3,8 @@ reading, realtime playback, undecodable frames, and reopening a source that vani
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -200,6 +202,19 @@ def test_realtime_plays_at_the_file_rate_and_drops_for_a_slow_reader(tmp_path: P
     assert frames == sorted(frames) and len(set(frames)) == len(frames)
     assert len(frames) < 20
     assert len(frames) + src.stats.dropped == 30  # every frame of the file was either handed out or dropped
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread CPU priority is Linux's")
+@pytest.mark.parametrize("realtime", [False, True])
+def test_a_file_is_read_at_background_priority_but_a_live_source_is_not(tmp_path: Path, realtime: bool) -> None:
+    video = write_video(tmp_path / "v.avi", 10, 30.0)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    with VideoSource(parse_source(video, realtime=realtime)) as src:
+        assert src.get(timeout=5) is not None
+        thread = src._thread
+        assert thread is not None and thread.native_id is not None
+        nice = os.getpriority(os.PRIO_PROCESS, thread.native_id)
+    assert nice == (own if realtime else 19)
 
 
 def test_channel_keeps_only_the_newest_item() -> None:

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -198,6 +199,33 @@ def _stop_on_signals(stream: Stream, received: list[str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _native_noise_dropped_on_failure() -> Iterator[None]:
+    """OpenCV's own demuxers print to file descriptor 2 while failing to open a file (e.g. an AVI
+    cut short: "Unexpected element..."); when opening fails our one-line error says it better.
+    When it succeeds, whatever they printed is passed on."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr: leave it alone
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace")
+            if text and not failed:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+
+
+@contextlib.contextmanager
 def _logging(quiet: bool) -> Iterator[None]:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("edgekit detect: %(message)s"))
@@ -214,7 +242,8 @@ def _logging(quiet: bool) -> Iterator[None]:
 def run(args: argparse.Namespace) -> int:
     import cv2
 
-    if os.environ.get("EDGEKIT_DEBUG") != "1":  # our errors say it better than OpenCV's and FFmpeg's logs
+    debug = os.environ.get("EDGEKIT_DEBUG") == "1"
+    if not debug:  # our errors say it better than OpenCV's and FFmpeg's logs
         cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
         os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # read when FFmpeg first opens something
     spec = _source_spec(args)
@@ -224,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
     received: list[str] = []
     sinks: list[Sink] = [s for s in (writer, window) if s is not None]
     try:
-        source.open()  # a camera that is not there fails before the model loads
+        with contextlib.nullcontext() if debug else _native_noise_dropped_on_failure():
+            source.open()  # a camera that is not there fails before the model loads
         with _logging(args.quiet), _make_task(args) as task:
             _notes(task, args.quiet)
             if writer is not None:

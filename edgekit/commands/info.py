@@ -15,9 +15,8 @@ from typing import Any
 
 from edgekit.commands._common import native_stderr_filtered, table
 from edgekit.errors import BackendError
-from edgekit.runtimes._probe import DEFAULT_PROBE_TIMEOUT
 from edgekit.runtimes.backends import resolve_backend
-from edgekit.runtimes.model import inspect_model, load_model
+from edgekit.runtimes.model import DEFAULT_ISOLATE_TIMEOUT, inspect_model, load_model
 
 __all__ = ["register", "run", "info_dict"]
 
@@ -38,7 +37,7 @@ def register(subparsers: Any) -> None:
                         "(safe on untrusted files)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help=f"with --load: how long the trial run may take (default: $EDGEKIT_ISOLATE_TIMEOUT, "
-                        f"else {DEFAULT_PROBE_TIMEOUT:g})")
+                        f"else {DEFAULT_ISOLATE_TIMEOUT:g})")
     p.set_defaults(func=run)
 
 

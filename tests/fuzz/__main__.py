@@ -20,6 +20,7 @@ from tests.fuzz.runner import Kind, run_case, save_finding
 from tests.fuzz.seeds import SEEDS, build, real_seeds, unpack
 
 ROOT = Path(__file__).resolve().parents[2]
+PARENT_MEMORY = 8 * 1024**3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,8 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         _disable_graph_checks()
 
+    import resource
+
     from edgekit.runtimes.backends import resolve_backend
 
+    # A mutator that asks for absurd memory fails here, instead of waking the OOM killer.
+    resource.setrlimit(resource.RLIMIT_AS, (PARENT_MEMORY, resource.getrlimit(resource.RLIMIT_AS)[1]))
     resolve_backend()  # import the interpreter once, before forking
     seeds = {name: build(name) for name in SEEDS}
     seeds.update(real_seeds(args.models if args.models.is_dir() else None))
@@ -55,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     names = list(seeds)
     while time.monotonic() < deadline:
         name = rng.choices(names, weights)[0]
-        data, what = mutate(rng, seeds[name], unpacked[name])
+        try:
+            data, what = mutate(rng, seeds[name], unpacked[name])
+        except MemoryError:
+            counts["mutation skipped (memory)"] += 1
+            continue
         outcome = run_case(data, delegate=rng.choice(("xnnpack", "xnnpack", "cpu")), timeout=args.timeout)
         counts[outcome.kind.value] += 1
         per_seed[(name, outcome.kind.value)] += 1

@@ -302,7 +302,7 @@ def _quantization(rng: random.Random, m: Any) -> str | None:
         q.zeroPoint = [rng.choice(INTERESTING_INTS) for _ in range(rng.randint(0, 3))]
     elif choice == 2:
         q.quantizedDimension = rng.choice((-1, 1, 3, 4, 100, 0x7FFFFFFF))
-        n = (_lst(t.shape) or [1])[0]
+        n = min(max((_lst(t.shape) or [1])[0], 1), 4096)  # a mutated shape may say 2**31
         q.scale, q.zeroPoint = [0.1] * rng.choice((2, n, n + 1)), [0] * rng.choice((1, n))
     elif choice == 3:
         t.quantization = None

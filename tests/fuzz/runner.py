@@ -1,10 +1,10 @@
 """Feed one candidate file to edgekit the way a user would, in a forked child, and classify what happened.
 
-The parent first runs what never starts an interpreter (the reader, ``edgekit info``):
-pure Python, so anything but an EdgekitError there is an edgekit bug. A file the reader
-accepts then goes to a forked child that calls ``load_model`` (in-process, as an
-unprotected caller would), invokes it on zeros and closes it. The child tells the parent
-which stage it is in through a pipe, so a segfault or abort is pinned to a stage.
+Everything runs in the fork, under an address-space limit: the reader and ``edgekit info``
+(pure Python: anything but an EdgekitError there is an edgekit bug, and so is running out
+of memory on a small file), then ``load_model`` in-process as an unprotected caller would,
+one invoke on zeros, and close. The child tells the parent which stage it is in through a
+pipe, so a segfault, an abort or a hang is pinned to a stage.
 
 Linux/macOS only (os.fork). The parent never creates an interpreter, so it has no
 threads to lose in the fork.
@@ -22,18 +22,23 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-__all__ = ["Kind", "Outcome", "run_case", "save_finding", "BAD_KINDS"]
+__all__ = ["Kind", "Outcome", "run_case", "save_finding", "BAD_KINDS", "CHILD_MEMORY"]
+
+# A file of a few MB that makes edgekit or the interpreter want more is a finding, not a
+# reason to wake the OOM killer (which took a whole fuzz run down once).
+CHILD_MEMORY = 4 * 1024**3
 
 
 class Kind(str, enum.Enum):
-    REJECTED = "rejected"            # the reader refused it with a ModelError (the goal for broken files)
+    REJECTED = "rejected"            # the reader or `info` refused it with an EdgekitError (the goal)
     LOAD_ERROR = "load_error"        # load_model raised an EdgekitError (fine: a clear message)
     INVOKE_ERROR = "invoke_error"    # loaded; the interpreter raised on invoke (a Python exception, fine)
     LOADED = "loaded"                # loaded and ran on zeros
     CRASH = "crash"                  # the child died by a signal: would have killed the caller
     HANG = "hang"                    # the child did not finish in time
-    PY_ERROR = "python_error"        # a non-edgekit exception escaped load_model or info: an edgekit bug
+    PY_ERROR = "python_error"        # a non-edgekit exception (MemoryError too): an edgekit bug
 
 
 BAD_KINDS = frozenset({Kind.CRASH, Kind.HANG, Kind.PY_ERROR})
@@ -50,64 +55,66 @@ class Outcome:
         return self.kind in BAD_KINDS
 
 
-def _info_in_parent(path: str) -> Outcome | None:
-    """`edgekit info` on the file: must print or raise an EdgekitError, nothing else."""
-    from edgekit.commands.info import info_dict, render
-    from edgekit.errors import EdgekitError
-
-    try:
-        render(info_dict(path))
-    except EdgekitError:
-        return Outcome(Kind.REJECTED, "info")
-    except Exception as exc:  # noqa: BLE001 - the point: any other exception is a finding
-        return Outcome(Kind.PY_ERROR, "info", _short_tb(exc))
-    return None
-
-
 def _short_tb(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)[-3:]
     where = " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames))
     return f"{type(exc).__name__}: {str(exc)[:200]} at {where}"
 
 
+def _stage(say: Callable[[dict[str, str]], None], name: str, work: Callable[[], object],
+           refused: Kind) -> object | None:
+    """Run one stage; report `refused` for an EdgekitError, PY_ERROR for anything else.
+    Returns the work's result, or None once a verdict was sent."""
+    from edgekit.errors import EdgekitError
+
+    say({"stage": name})
+    try:
+        return work()
+    except EdgekitError as exc:
+        say({"kind": refused.value, "detail": str(exc)[:300]})
+    except Exception as exc:  # noqa: BLE001 - the point: any other exception is a finding
+        say({"kind": Kind.PY_ERROR.value, "detail": _short_tb(exc)})
+    return None
+
+
 def _child(path: str, delegate: str, w: int) -> None:
-    """Runs in the fork: load, invoke on zeros, close; reports stages and the verdict on fd `w`."""
+    """Runs in the fork: read, info, load, invoke on zeros, close; reports on fd `w`."""
+    import gc
+
     import numpy as np
 
+    from edgekit.commands.info import info_dict, render
     from edgekit.errors import EdgekitError
     from edgekit.runtimes.model import load_model
+    from edgekit.runtimes.validate import validate_model_file
 
     def say(doc: dict[str, str]) -> None:
         os.write(w, (json.dumps(doc) + "\n").encode())
 
-    say({"stage": "load"})
-    try:
-        model = load_model(path, delegate=delegate, num_threads=1)
-    except EdgekitError as exc:
-        say({"kind": Kind.LOAD_ERROR.value, "detail": str(exc)[:300]})
+    if _stage(say, "reader", lambda: validate_model_file(path), Kind.REJECTED) is None:
         return
-    except Exception as exc:  # noqa: BLE001
-        say({"kind": Kind.PY_ERROR.value, "detail": _short_tb(exc)})
+    if _stage(say, "info", lambda: render(info_dict(path)), Kind.REJECTED) is None:
+        return
+    model = _stage(say, "load", lambda: load_model(path, delegate=delegate, num_threads=1), Kind.LOAD_ERROR)
+    if model is None:
         return
     say({"stage": "invoke"})
     kind, detail = Kind.LOADED, ""
     try:
-        interp = model.interpreter
-        for spec in model.inputs:
+        interp = model.interpreter  # type: ignore[attr-defined]
+        for spec in model.inputs:  # type: ignore[attr-defined]
             if np.dtype(spec.dtype).kind not in "OSU":
                 interp.set_tensor(spec.index, np.zeros(spec.shape, spec.dtype))
         interp.invoke()
-        for i in range(len(model.outputs)):
-            model.output(i)
+        for i in range(len(model.outputs)):  # type: ignore[attr-defined]
+            model.output(i)  # type: ignore[attr-defined]
         del interp
     except (RuntimeError, ValueError, EdgekitError) as exc:
         kind, detail = Kind.INVOKE_ERROR, str(exc)[:300]
     except Exception as exc:  # noqa: BLE001
         kind, detail = Kind.PY_ERROR, _short_tb(exc)
     say({"stage": "close"})
-    model.close()
-    import gc
-
+    model.close()  # type: ignore[attr-defined]
     gc.collect()
     say({"kind": kind.value, "detail": detail})
 
@@ -115,22 +122,10 @@ def _child(path: str, delegate: str, w: int) -> None:
 def run_case(data: bytes, *, delegate: str = "xnnpack", timeout: float = 10.0,
              workdir: str | None = None) -> Outcome:
     """Classify what edgekit does with `data` (see :class:`Kind`)."""
-    from edgekit.errors import ModelError
-    from edgekit.runtimes.tflite_file import parse_tflite
-
-    try:
-        parse_tflite(data)
-    except ModelError:
-        return Outcome(Kind.REJECTED, "reader")
-    except Exception as exc:  # noqa: BLE001
-        return Outcome(Kind.PY_ERROR, "reader", _short_tb(exc))
     fd, path = tempfile.mkstemp(suffix=".tflite", dir=workdir)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        info = _info_in_parent(path)
-        if info is not None:
-            return info
         return _fork(path, delegate, timeout)
     finally:
         os.unlink(path)
@@ -142,6 +137,12 @@ def _fork(path: str, delegate: str, timeout: float) -> Outcome:
     if pid == 0:  # pragma: no cover - the child
         os.close(r)
         try:
+            import faulthandler
+            import resource
+
+            faulthandler.disable()  # pytest enables it on a copy of stderr: a crash here is expected
+            resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, resource.getrlimit(resource.RLIMIT_AS)[1]))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
@@ -150,12 +151,10 @@ def _fork(path: str, delegate: str, timeout: float) -> Outcome:
         finally:
             os._exit(0)
     os.close(w)
-    chunks = []
     with os.fdopen(r, "rb") as f:
-        for chunk in iter(lambda: f.read(4096), b""):
-            chunks.append(chunk)
+        raw = f.read()
     _, status = os.waitpid(pid, 0)
-    lines = [json.loads(ln) for ln in b"".join(chunks).decode().splitlines() if ln.strip()]
+    lines = [json.loads(ln) for ln in raw.decode().splitlines() if ln.strip()]
     stage = next((d["stage"] for d in reversed(lines) if "stage" in d), "start")
     verdict = next((d for d in reversed(lines) if "kind" in d), None)
     if os.WIFSIGNALED(status):

@@ -1,0 +1,53 @@
+"""The short soak: 20,000 frames through the loop must not grow the process's memory.
+
+benchmarks/soak.py runs the loop on a clip that starts again whenever it ends; here it
+runs in its own process (this one's memory holds every other test) and its growth after
+warm-up must stay under a few MB. The long soak is the same script with --minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_GROWTH_MB = 4.0
+
+
+@pytest.mark.slow
+def test_20000_frames_do_not_grow_memory(tmp_path: Path) -> None:
+    out = tmp_path / "soak.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--frames", "20000",
+                           "--warmup", "2000", "--every", "5", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["frames"] == 20000 and result["loops"] >= 100, result
+    assert result["growth_mb"] < MAX_GROWTH_MB, (
+        f"RSS grew {result['growth_mb']} MB after warm-up: " + ", ".join(
+            f"{s['frames']}: {s['rss_mb']} MB" for s in result["samples"]))
+    assert all(s["fps"] > 0 for s in result["samples"][1:])
+
+
+def test_looping_reader_starts_the_clip_again(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import soak
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from edgekit.video import parse_source
+    from edgekit.video_readers import open_reader
+
+    clip = soak.write_clip(tmp_path / "clip.avi", frames=5, size=(64, 48))
+    reader = soak.LoopingReader(parse_source(str(clip)), open_reader)
+    try:
+        frames = [reader.read() for _ in range(12)]
+    finally:
+        reader.close()
+    assert all(f is not None and f.shape == (48, 64, 3) for f in frames)
+    assert reader.loops == 2
+    assert int(abs(frames[0].astype(int) - frames[5].astype(int)).max()) <= 8  # frame 0 again (JPEG noise)
