@@ -50,7 +50,12 @@ class Parser(argparse.ArgumentParser):
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    pass
+    """Shows defaults, except the empty ones ("(default: None)" tells nobody anything)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help or ""
+        return super()._get_help_string(action) or ""
 
 
 def build_parser() -> Parser:

@@ -35,21 +35,11 @@ def detector_engine(model: Model, options: DetectorOptions) -> Any:
     Raises:
         ModelError: the model is not a detector.
     """
-    # tasks.py builds the same engine inside Detector from a path; this one reuses the
-    # model the watcher has already loaded, warmed up and tested.
-    from edgekit.decode import OutputFormat, detect_format, make_decoder
-    from edgekit.errors import ModelError
-    from edgekit.tasks import _labels, _ModelEngine, _resize
+    # The same engine Detector builds from a path, on the model the watcher has already
+    # loaded, warmed up and self-tested.
+    from edgekit.tasks import make_engine
 
-    fmt = detect_format(model.outputs, model.metadata)
-    if fmt not in (OutputFormat.SSD, OutputFormat.YOLO):
-        raise ModelError(f"model {model.path!r} is not a detector (its outputs read as {fmt.value})")
-    labels = _labels(options.labels, model)
-    decoder = make_decoder(model.outputs, model.metadata, labels=labels, threshold=options.threshold,
-                           iou_threshold=options.iou_threshold, max_detections=options.max_detections)
-    engine = _ModelEngine(model, _resize(options.resize, model), decoder)
-    engine.labels = labels
-    return engine
+    return make_engine(model, options)
 
 
 class _Outputs(list):  # type: ignore[type-arg]

