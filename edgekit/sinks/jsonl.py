@@ -8,6 +8,8 @@ from a run that was stopped.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 from typing import IO
@@ -35,13 +37,44 @@ class JsonlSink:
         else:
             self._out, self._owned = target, False
         self.lines = 0
+        self._fd = _raw_fd(self._out)
+        self._failed: str | None = None
 
     def write(self, result: FrameResult) -> None:
-        if self._out is None:
-            raise InputError("this JsonlSink is closed")
-        self._out.write(json.dumps(result.to_dict(), separators=(",", ":"), allow_nan=False) + "\n")
-        self._out.flush()
+        """Write one line whole, or not at all.
+
+        Raises:
+            InputError: the sink is closed, or writing failed (disk full, file size limit):
+                the lines already written stay whole and this sink writes no more.
+        """
+        if self._out is None or self._failed:
+            raise InputError(self._failed or "this JsonlSink is closed")
+        line = json.dumps(result.to_dict(), separators=(",", ":"), allow_nan=False) + "\n"
+        if self._fd is None:
+            self._out.write(line)
+            self._out.flush()
+        else:
+            self._write_fd(self._fd, line.encode("utf-8"))
         self.lines += 1
+
+    def _write_fd(self, fd: int, data: bytes) -> None:
+        # Straight to the file descriptor: a failed write leaves nothing behind in Python's
+        # buffers, and the part of the line that did get out is cut off again below.
+        try:
+            start = os.lseek(fd, 0, os.SEEK_CUR)
+        except OSError:  # a pipe or terminal: no half line to take back
+            start = None
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as exc:
+            if start is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+            self._failed = (f"cannot write JSON lines ({exc.strerror or exc}; disk full or file size limit?): "
+                            f"stopped after {self.lines} complete lines")
+            raise InputError(self._failed) from None
 
     def close(self) -> None:
         """Flush, and close the file if this sink opened it. Safe to call more than once."""
@@ -59,3 +92,13 @@ class JsonlSink:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _raw_fd(out: IO[str]) -> int | None:
+    """The file descriptor under a real file or stdout (its buffer emptied first), else None."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+    out.flush()
+    return fd
