@@ -64,6 +64,28 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a number above 0 (seconds, frames per second)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number between 0 and 1 (a score or IoU threshold)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text}")
+    return value
+
+
 def int_list_arg(text: str) -> list[int]:
     """argparse type: comma-separated positive integers, e.g. '1,2,4'."""
     items = [t.strip() for t in text.split(",") if t.strip()]

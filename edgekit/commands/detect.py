@@ -23,8 +23,10 @@ from typing import Any, Iterator
 
 from edgekit.commands._common import (
     delegate_arg,
+    fraction,
     native_stderr_filtered,
     non_negative_int,
+    positive_float,
     positive_int,
     progress,
 )
@@ -42,26 +44,6 @@ from edgekit.video import SourceKind, SourceSpec, VideoSource, parse_source
 __all__ = ["register", "run"]
 
 log = logging.getLogger("edgekit")
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text}")
-    return value
 
 
 def _classes(text: str) -> list[str]:
@@ -88,11 +70,11 @@ def register(subparsers: Any) -> None:
     src.add_argument("--picamera", action="store_true", help="the Raspberry Pi camera module (picamera2)")
     p.add_argument("--width", type=positive_int, help="camera frame width to ask for")
     p.add_argument("--height", type=positive_int, help="camera frame height to ask for")
-    p.add_argument("--fps", type=_positive_float, help="camera frame rate to ask for; with --realtime, "
+    p.add_argument("--fps", type=positive_float, help="camera frame rate to ask for; with --realtime, "
                    "the rate to play a file at instead of its own")
     p.add_argument("--realtime", action="store_true",
                    help="play a video file at its frame rate, dropping frames when behind, as a camera does")
-    p.add_argument("-t", "--threshold", type=_fraction, default=0.5, help="minimum score")
+    p.add_argument("-t", "--threshold", type=fraction, default=0.5, help="minimum score")
     p.add_argument("--classes", type=_classes, help="keep only these labels or class ids, e.g. person,car")
     p.add_argument("--labels", help="labels file (one per line, or 'id label') instead of the model's own")
     rs = p.add_mutually_exclusive_group()
@@ -100,13 +82,13 @@ def register(subparsers: Any) -> None:
                     help="how frames fit the input; when absent, the model's metadata says, else stretch")
     rs.add_argument("--letterbox", dest="resize", action="store_const", const="letterbox",
                     help="short for --resize letterbox")
-    p.add_argument("--iou", type=_fraction, default=None, help="NMS IoU threshold for YOLO; when absent, the model's, else 0.45")
+    p.add_argument("--iou", type=fraction, default=None, help="NMS IoU threshold for YOLO; when absent, the model's, else 0.45")
     p.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per frame for a classifier")
     p.add_argument("--delegate", type=delegate_arg, default="auto", help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE")
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads; when absent, every core up to 4")
     p.add_argument("--warmup", type=non_negative_int, default=2, help="inferences before the first frame")
     p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
-    p.add_argument("--duration", type=_positive_float, metavar="SECONDS", help="stop after this long")
+    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this long")
     p.add_argument("--json", action="store_true", help="one JSON object per processed frame on stdout")
     p.add_argument("--save", metavar="OUT.avi", help="write the annotated video (MJPG .avi or mp4v .mp4)")
     p.add_argument("--show", action="store_true", help="show the annotated frames in a window")

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from edgekit.commands._common import native_stderr_filtered, positive_int
+from edgekit.commands._common import native_stderr_filtered, positive_float, positive_int
 from edgekit.errors import ConfigError, ModelError
 from edgekit.events import EventEmitter, EventKind, SequenceCounter
 from edgekit.inspect import Decision, InspectionConfig, Inspector, load_config
@@ -47,20 +47,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--check", action="store_true", help="validate the config (and the model, if present), then exit")
     p.add_argument("--model-dir", help="serve this versioned model folder instead of the config's model")
     p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
-    p.add_argument("--duration", type=_seconds, metavar="SECONDS", help="stop after this long")
+    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this long")
     p.add_argument("--json", action="store_true", help="print each published decision as a JSON line")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-decision lines on stdout")
     p.set_defaults(func=run)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
-    return value
 
 
 def _source(config: InspectionConfig) -> Any:
