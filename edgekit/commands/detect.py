@@ -260,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
             doc = {**summary.to_dict(), "model": args.model, "runtime": task.model.describe()}
     finally:
         source.close()
-        _close_all(sinks)
+        _close_all(sinks, failing=sys.exc_info()[1] is not None)
     if not args.quiet:
         print(f"edgekit detect: {summary.line()}", file=sys.stderr)
     if args.summary_json:
@@ -271,12 +271,17 @@ def run(args: argparse.Namespace) -> int:
     return 130 if "SIGINT" in received else 0
 
 
-def _close_all(sinks: list[Any]) -> None:
+def _close_all(sinks: list[Any], failing: bool = False) -> None:
+    """Close every sink, then raise the first error; when the run is already failing, its
+    error is the one raised, and these are printed (one line each) so none is hidden."""
     errors = []
     for sink in sinks:
         try:
             sink.close()
         except Exception as exc:  # noqa: BLE001 - close the others first, then report
             errors.append(exc)
-    if errors:
+    if errors and failing:
+        for exc in errors:
+            print(f"edgekit detect: error: {exc}", file=sys.stderr)
+    elif errors:
         raise errors[0]

@@ -68,6 +68,8 @@ class JsonlSink:
         try:
             while view:
                 view = view[os.write(fd, view):]
+        except BrokenPipeError:  # `edgekit detect --json | head`: the reader left, cli.main ends quietly
+            raise
         except OSError as exc:
             if start is not None:
                 with contextlib.suppress(OSError):

@@ -86,17 +86,44 @@ class VideoWriterSink:
         self._last, self._last_index = image, result.index
 
     def close(self) -> None:
-        """Finish the file (writes its index). Safe to call more than once."""
+        """Finish the file (writes its index). Safe to call more than once.
+
+        Raises:
+            InputError: the file was cut short (disk full, file size limit); OpenCV's writer
+                reports no write errors, so this is found from the finished file.
+        """
         self._closed = True
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.release()
+            if self.frames and (why := _cut_short(self.path)):
+                raise InputError(f"the video {str(self.path)!r} was cut short ({why}): only the first of its "
+                                 f"{self.frames} frames will play; free disk space or raise the file size limit")
 
     def __enter__(self) -> VideoWriterSink:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _cut_short(path: Path) -> str | None:
+    """Why a finished video file is incomplete, or None. An AVI whose RIFF header claims more
+    bytes than the file holds lost its end, index included (a file over 1 GB starts a second
+    RIFF chunk, so its first one claims less, never more)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(12)
+    except OSError as exc:
+        return f"cannot read it back: {exc.strerror or exc}"
+    if size == 0:
+        return "the file is empty"
+    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
+        claimed = int.from_bytes(head[4:8], "little") + 8
+        if claimed > size:
+            return f"only {size} bytes reached the disk, its end and index are missing"
+    return None
 
 
 def gui_available() -> tuple[bool, str]:
