@@ -141,6 +141,10 @@ MODEL_CASES = [
          _classify(_forever), 2,
          r"^edgekit classify: error: the TFLite interpreter did not load and run model .* within 3 s",
          env={"EDGEKIT_ISOLATE": "1", "EDGEKIT_ISOLATE_TIMEOUT": "3"}),
+    Case("model-hang-classify", "model", "WHILE loop that never ends: classify as it is (isolated by default)",
+         _classify(_forever), 2,
+         r"^edgekit classify: error: the TFLite interpreter did not load and run model .* within 3 s",
+         env={"EDGEKIT_ISOLATE_TIMEOUT": "3"}),
 ]
 
 

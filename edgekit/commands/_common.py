@@ -42,26 +42,24 @@ def delegate_list_arg(text: str) -> list[str]:
     return [delegate_arg(t) for t in items]
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+def _whole_number(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected a number of at least {minimum}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _whole_number(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {value}")
-    return value
+    return _whole_number(text, 0)
 
 
 def positive_float(text: str) -> float:
