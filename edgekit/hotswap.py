@@ -86,12 +86,12 @@ class HotSwapEngine:
     def staging(self) -> np.ndarray:
         return self._engine.staging()
 
-    def write(self, image: np.ndarray, dest: np.ndarray | None = None) -> Transform:
+    def write(self, image: np.ndarray, dest: np.ndarray | None = None, *, bgr: bool = False) -> Transform:
         if dest is None:  # a live source: straight into the input of the model about to run
-            return self._current().write(image)
+            return self._current().write(image, bgr=bgr)
         # Staged ahead for a file. The watcher lets only versions with the same input shape
         # and type serve, so a buffer staged for the old version fits the new one.
-        return self._engine.write(image, dest)
+        return self._engine.write(image, dest, bgr=bgr)
 
     def load(self, staged: np.ndarray) -> None:
         self._current().load(staged)

@@ -5,8 +5,10 @@ interpreter never waits on reading, decoding, drawing or writing (OpenCV, numpy 
 TFLite interpreter release the GIL while they work):
 
 * a file is read frame by frame; preprocessing runs one frame ahead into a staging buffer
-  and the inference thread only copies it into the input tensor; reading and preprocessing
-  run at background CPU priority, in the gaps the interpreter's threads leave;
+  and the inference thread only copies it into the input tensor. With one interpreter,
+  reading and preprocessing run at background CPU priority, in the gaps its threads leave;
+  given ``workers`` (see :class:`Performance`), several single-threaded interpreters each
+  take the next staged frame, and results are put back in frame order;
 * a live source (camera, stream, ``realtime`` file) keeps only its newest frame, and the
   inference thread takes it the moment the interpreter is free and resizes it straight
   into the input tensor, so results are as fresh as the model allows;
@@ -16,10 +18,11 @@ TFLite interpreter release the GIL while they work):
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, NamedTuple, Protocol
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
@@ -28,7 +31,7 @@ from edgekit.preprocess import Transform
 from edgekit.results import FrameResult, Result, StageTimes
 from edgekit.video import Channel, Frame, VideoSource, background_priority
 
-__all__ = ["Engine", "LoopOptions", "LoopSummary", "Stream", "Samples"]
+__all__ = ["Engine", "LoopOptions", "LoopSummary", "Performance", "Stream", "Samples"]
 
 
 class Engine(Protocol):
@@ -38,7 +41,7 @@ class Engine(Protocol):
 
     def staging(self) -> np.ndarray: ...  # a buffer shaped and typed like the input tensor
 
-    def write(self, image: np.ndarray, dest: np.ndarray | None = None) -> Transform: ...
+    def write(self, image: np.ndarray, dest: np.ndarray | None = None, *, bgr: bool = False) -> Transform: ...
 
     def load(self, staged: np.ndarray) -> None: ...
 
@@ -47,13 +50,35 @@ class Engine(Protocol):
     def decode(self, outputs: list[np.ndarray], transform: Transform) -> Result: ...
 
 
+class Performance(str, enum.Enum):
+    """What the loop optimizes for (the names follow OpenVINO's performance hints).
+
+    * ``LATENCY``: one interpreter using every thread it was given, each frame as soon as
+      possible: what a camera needs, where only the newest frame matters.
+    * ``THROUGHPUT``: for a file or folder, where every frame is processed and only the total
+      time counts: two interpreters with half the threads each, working on consecutive frames
+      at once. One interpreter's threads wait for each other at every layer and cannot hide the
+      time spent reading and resizing frames; two single-threaded ones keep every core busy
+      (SSD MobileNet on 2 cores: 116 against 109 inferences/s bare, and reading the video
+      overlaps). Each frame takes longer, and the model is in memory twice.
+    * ``AUTO``: THROUGHPUT for a file or folder read in full on a CPU with at least 2 cores
+      when the thread count was left to edgekit; LATENCY otherwise (cameras, streams,
+      ``realtime`` files, the Edge TPU, an explicit thread count).
+    """
+
+    AUTO = "auto"
+    LATENCY = "latency"
+    THROUGHPUT = "throughput"
+
+
 @dataclass(frozen=True)
 class LoopOptions:
-    """When to stop, and how much may be in flight between stages."""
+    """When to stop, how much may be in flight between stages, and what to optimize for."""
 
     max_frames: int | None = None  # stop after this many processed frames
     duration: float | None = None  # stop after this many seconds
     queue_size: int = 2
+    performance: Performance = Performance.AUTO
 
     def __post_init__(self) -> None:
         if self.max_frames is not None and self.max_frames < 1:
@@ -96,6 +121,7 @@ class LoopSummary:
     latency_p99_ms: float
     stages_p50_ms: dict[str, float] = field(default_factory=dict)
     stopped_by: str = "end of source"
+    interpreters: int = 1  # side by side (Performance.THROUGHPUT on a file: 2)
 
     def to_dict(self) -> dict[str, Any]:
         def r(v: float) -> float | None:
@@ -105,17 +131,20 @@ class LoopSummary:
                                                   "dropped": self.dropped, "undecodable": self.undecodable},
                 "reopens": self.reopens, "elapsed_s": r(self.elapsed_s), "fps": r(self.fps),
                 "latency_ms": {"p50": r(self.latency_p50_ms), "p99": r(self.latency_p99_ms)},
-                "stages_ms_p50": {k: r(v) for k, v in self.stages_p50_ms.items()}, "stopped_by": self.stopped_by}
+                "stages_ms_p50": {k: r(v) for k, v in self.stages_p50_ms.items()}, "stopped_by": self.stopped_by,
+                "interpreters": self.interpreters}
 
     def line(self) -> str:
         stages = " / ".join(f"{k} {v:.1f}" for k, v in self.stages_p50_ms.items())
         return (f"{self.processed} frames processed of {self.captured} captured ({self.dropped} dropped, "
                 f"{self.undecodable} undecodable, {self.reopens} reopens) in {self.elapsed_s:.1f} s: "
-                f"{self.fps:.1f} fps; latency p50 {self.latency_p50_ms:.1f} ms, p99 {self.latency_p99_ms:.1f} ms; "
+                f"{self.fps:.1f} fps" + (f" on {self.interpreters} interpreters" if self.interpreters > 1 else "")
+                + f"; latency p50 {self.latency_p50_ms:.1f} ms, p99 {self.latency_p99_ms:.1f} ms; "
                 f"stages p50 {stages} ms; stopped by {self.stopped_by}")
 
 
 class _Staged(NamedTuple):
+    seq: int
     frame: Frame
     transform: Transform
     buffer: np.ndarray
@@ -123,11 +152,13 @@ class _Staged(NamedTuple):
 
 
 class _Inferred(NamedTuple):
+    seq: int
     frame: Frame
     transform: Transform
     outputs: list[np.ndarray]
     preprocess_ms: float
     inference_ms: float
+    engine: Engine
 
 
 class Stream:
@@ -136,20 +167,31 @@ class Stream:
     Iterate it once; it is a context manager, and :meth:`close` (safe twice) stops every
     thread. :meth:`stop` may be called from another thread or a signal handler.
 
+    ``workers``: engines on the same model to run side by side on a file or folder (each in
+    its own thread; results still come in frame order); ignored for live sources. ``on_close``
+    runs once when the stream closes (e.g. to release the workers' models).
+
     Raises (while iterating):
         SourceError: the source failed for good.
         ModelError: inference failed.
     """
 
-    def __init__(self, engine: Engine, source: VideoSource, options: LoopOptions = LoopOptions()) -> None:
+    def __init__(self, engine: Engine, source: VideoSource, options: LoopOptions = LoopOptions(), *,
+                 workers: Sequence[Engine] = (), on_close: Callable[[], None] | None = None) -> None:
         self._engine = engine
         self._source = source
         self._options = options
         self._live = source.spec.live
+        self._workers = list(workers) if workers and not self._live else [engine]
+        self._on_close = on_close
         n = options.queue_size
+        self._buffers = n + 1 + len(self._workers)
         self._staged: Channel[_Staged] = Channel(n)
-        self._free: Channel[np.ndarray] = Channel(n + 2)
-        self._done: Channel[_Inferred] = Channel(n)
+        self._free: Channel[np.ndarray] = Channel(self._buffers)
+        self._done: Channel[_Inferred] = Channel(n + len(self._workers))
+        self._running_workers = 0
+        self._count_lock = threading.Lock()
+        self._background = True
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
         self._stopped_by: str | None = None
@@ -171,18 +213,33 @@ class Stream:
         finally:
             self.close()
 
+    @property
+    def workers(self) -> int:
+        """How many interpreters work on this stream side by side."""
+        return len(self._workers)
+
     def _start(self) -> None:
         self._started = True
+        # Background priority keeps reading and resizing from preempting one multi-threaded
+        # interpreter mid-layer (its threads wait for each other). Single-threaded workers have no
+        # such barrier, and a starved low-priority thread holding the GIL would stall them all.
+        self._background = len(self._workers) == 1
+        self._source.background = self._background
         self._source.start()
-        if not self._live:
-            for _ in range(self._options.queue_size + 2):
+        if self._live:
+            self._running_workers = 1
+            self._spawn("edgekit-inference", self._infer_live)
+        else:
+            for _ in range(self._buffers):
                 self._free.put(self._engine.staging())
             self._spawn("edgekit-preprocess", self._preprocess)
-        self._spawn("edgekit-inference", self._infer)
+            self._running_workers = len(self._workers)
+            for i, engine in enumerate(self._workers):
+                self._spawn(f"edgekit-inference-{i}", self._infer_staged, engine)
         self._t0 = time.perf_counter()
 
-    def _spawn(self, name: str, target: Any) -> None:
-        t = threading.Thread(target=self._guard, args=(target,), name=name, daemon=True)
+    def _spawn(self, name: str, target: Any, *args: Any) -> None:
+        t = threading.Thread(target=self._guard, args=(target, *args), name=name, daemon=True)
         self._threads.append(t)
         t.start()
 
@@ -209,6 +266,9 @@ class Stream:
         self._done.close(discard=True)
         for t in self._threads:
             t.join(timeout=10.0)
+        if self._on_close is not None:
+            on_close, self._on_close = self._on_close, None
+            on_close()
 
     @property
     def closed(self) -> bool:
@@ -221,68 +281,93 @@ class Stream:
         self.close()
 
     # --- the stages -----------------------------------------------------------------------
-    def _guard(self, target: Any) -> None:
+    def _guard(self, target: Any, *args: Any) -> None:
         try:
-            target()
+            target(*args)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the iterating thread
             if self._error is None:
                 self._error = exc
             self._halt()
         finally:
-            if target == self._infer:
-                self._done.close()
-            else:
+            if target == self._preprocess:
                 self._staged.close()
+            else:
+                with self._count_lock:
+                    self._running_workers -= 1
+                    last = self._running_workers == 0
+                if last:
+                    self._done.close()
 
     def _preprocess(self) -> None:
-        background_priority()  # only a file is preprocessed ahead; it must not slow the model
+        if self._background:
+            background_priority()  # only a file is preprocessed ahead; it must not slow the model
+        seq = 0
         while (frame := self._source.get()) is not None:
             buf = self._free.get()
             if buf is None:
                 return
             t0 = time.perf_counter()
-            transform = self._engine.write(frame.image, buf)
-            if not self._staged.put(_Staged(frame, transform, buf, (time.perf_counter() - t0) * 1e3)):
+            pixels, bgr = frame.pixels
+            transform = self._engine.write(pixels, buf, bgr=bgr)
+            if not self._staged.put(_Staged(seq, frame, transform, buf, (time.perf_counter() - t0) * 1e3)):
+                return
+            seq += 1
+
+    def _infer_live(self) -> None:
+        engine, seq = self._engine, 0
+        while (frame := self._source.get()) is not None:
+            with engine.lock:
+                t0 = time.perf_counter()
+                pixels, bgr = frame.pixels
+                transform = engine.write(pixels, bgr=bgr)
+                t1 = time.perf_counter()
+                outputs = engine.infer()
+            ms = (time.perf_counter() - t1) * 1e3
+            if not self._done.put(_Inferred(seq, frame, transform, outputs, (t1 - t0) * 1e3, ms, engine)):
+                return
+            seq += 1
+
+    def _infer_staged(self, engine: Engine) -> None:
+        while (staged := self._staged.get()) is not None:
+            with engine.lock:
+                t1 = time.perf_counter()
+                engine.load(staged.buffer)
+                outputs = engine.infer()
+            ms = (time.perf_counter() - t1) * 1e3
+            self._free.put(staged.buffer)
+            if not self._done.put(_Inferred(staged.seq, staged.frame, staged.transform, outputs,
+                                            staged.preprocess_ms, ms, engine)):
                 return
 
-    def _infer(self) -> None:
-        engine, live = self._engine, self._live
+    def _in_order(self, timeout: Callable[[], float | None]) -> Iterator[_Inferred | None]:
+        """Inferred frames in frame order (workers may finish out of order); None on a timeout."""
+        pending: dict[int, _Inferred] = {}
+        next_seq = 0
         while True:
-            if live:
-                frame = self._source.get()
-                if frame is None:
+            item = self._done.get(timeout())
+            if item is None:
+                if self._done.done:
+                    yield from (pending[k] for k in sorted(pending))  # only after an error or a stop
                     return
-                with engine.lock:
-                    t0 = time.perf_counter()
-                    transform = engine.write(frame.image)
-                    t1 = time.perf_counter()
-                    outputs = engine.infer()
-                pre_ms = (t1 - t0) * 1e3
-            else:
-                staged = self._staged.get()
-                if staged is None:
-                    return
-                frame, transform, pre_ms = staged.frame, staged.transform, staged.preprocess_ms
-                with engine.lock:
-                    t1 = time.perf_counter()
-                    engine.load(staged.buffer)
-                    outputs = engine.infer()
-                self._free.put(staged.buffer)
-            ms = (time.perf_counter() - t1) * 1e3
-            if not self._done.put(_Inferred(frame, transform, outputs, pre_ms, ms)):
-                return
+                yield None
+                continue
+            pending[item.seq] = item
+            while next_seq in pending:
+                yield pending.pop(next_seq)
+                next_seq += 1
 
     def _results(self) -> Iterator[FrameResult]:
         opts = self._options
         deadline = None if opts.duration is None else self._t0 + opts.duration
-        while True:
-            timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
-            item = self._done.get(timeout)
+
+        def timeout() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.perf_counter())
+
+        for item in self._in_order(timeout):
             if item is None:
                 if deadline is not None and time.perf_counter() >= deadline:
                     self._stopped_by = self._stopped_by or "duration"
-                if self._done.done or self._stopped_by:
-                    self._stopped_by = self._stopped_by or ("error" if self._error else "end of source")
+                if self._stopped_by:
                     return
                 continue
             yield self._result(item)
@@ -292,10 +377,11 @@ class Stream:
             if deadline is not None and time.perf_counter() >= deadline:
                 self._stopped_by = self._stopped_by or "duration"
                 return
+        self._stopped_by = self._stopped_by or ("error" if self._error else "end of source")
 
     def _result(self, item: _Inferred) -> FrameResult:
         t0 = time.perf_counter()
-        result = self._engine.decode(item.outputs, item.transform)
+        result = item.engine.decode(item.outputs, item.transform)
         t1 = time.perf_counter()
         f = item.frame
         stages = StageTimes(f.capture_ms, item.preprocess_ms, item.inference_ms, (t1 - t0) * 1e3)
@@ -305,7 +391,7 @@ class Stream:
         self._latency.add(latency)
         for name, value in zip(StageTimes._fields, stages):
             self._stages[name].add(value)
-        return FrameResult(f.index, f.timestamp, f.capture_ts, latency, result, stages, f.image)
+        return FrameResult(f.index, f.timestamp, f.capture_ts, latency, result, stages, f)
 
     # --- figures --------------------------------------------------------------------------
     @property
@@ -320,4 +406,5 @@ class Stream:
             fps=self._processed / elapsed if elapsed else 0.0,
             latency_p50_ms=self._latency.percentile(50), latency_p99_ms=self._latency.percentile(99),
             stages_p50_ms={k: s.percentile(50) for k, s in self._stages.items()},
-            stopped_by=self._stopped_by or ("end of source" if self._source.finished else "running"))
+            stopped_by=self._stopped_by or ("end of source" if self._source.finished else "running"),
+            interpreters=len(self._workers))

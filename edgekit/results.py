@@ -183,7 +183,9 @@ class FrameResult:
     ``index`` counts frames captured from the source (gaps are dropped frames);
     ``timestamp`` is wall-clock seconds (Unix epoch) at capture; ``capture_ts`` the
     monotonic ``time.perf_counter()`` at capture; ``latency_ms`` capture -> result.
-    ``frame`` is the RGB frame when the loop was asked to keep frames, else None.
+    ``frame`` is the RGB frame (None when the result was made without one); ``frame_bgr``
+    the same pixels in OpenCV's order. Frames OpenCV decoded are converted to RGB only when
+    ``frame`` is first read, so a loop that only writes results never pays for it.
     """
 
     index: int
@@ -192,7 +194,17 @@ class FrameResult:
     latency_ms: float
     result: Result
     stages: StageTimes = field(default_factory=StageTimes)
-    frame: np.ndarray | None = None
+    captured: Any = field(default=None, repr=False, compare=False)  # the edgekit.video.Frame
+
+    @property
+    def frame(self) -> np.ndarray | None:
+        """The RGB frame, or None."""
+        return None if self.captured is None else self.captured.image
+
+    @property
+    def frame_bgr(self) -> np.ndarray | None:
+        """The frame in OpenCV's BGR order, or None."""
+        return None if self.captured is None else self.captured.bgr
 
     @property
     def detections(self) -> Detections:
@@ -230,8 +242,10 @@ def _color(class_id: int) -> tuple[int, int, int]:
     return int(r), int(g), int(b)
 
 
-def draw(frame: np.ndarray, result: Result, *, thickness: int = 2, copy: bool = True) -> np.ndarray:
-    """Draw boxes with "label score" (or a classifier's top classes) on an RGB uint8 frame.
+def draw(frame: np.ndarray, result: Result, *, thickness: int = 2, copy: bool = True,
+         bgr: bool = False) -> np.ndarray:
+    """Draw boxes with "label score" (or a classifier's top classes) on an RGB uint8 frame
+    (with ``bgr=True``, on a frame in OpenCV's BGR order: the same colors come out).
 
     Returns the annotated frame: a copy, or ``frame`` itself with ``copy=False``.
 
@@ -248,7 +262,7 @@ def draw(frame: np.ndarray, result: Result, *, thickness: int = 2, copy: bool = 
             _text(out, f"{c.label} {c.score:.2f}", (8, 8 + row * int(30 * scale)), (255, 255, 255), scale)
         return out
     for d in result:
-        color = _color(d.id)
+        color = _color(d.id)[::-1] if bgr else _color(d.id)
         x1, y1, x2, y2 = (int(round(v)) for v in d.box)
         cv2.rectangle(out, (x1, y1), (max(x1, x2 - 1), max(y1, y2 - 1)), color, thickness)
         _text(out, f"{d.label} {d.score:.2f}", (x1, y1), color, scale)

@@ -20,22 +20,34 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, Union, overload
 
+import cv2
 import numpy as np
 
 from edgekit.decode import Decoder, OutputFormat, detect_format, make_decoder
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, load_labels
-from edgekit.loop import LoopOptions, LoopSummary, Stream
+from edgekit.loop import LoopOptions, LoopSummary, Performance, Stream
 from edgekit.preprocess import Normalization, ResizeMode, Transform, fit, fit_into, to_input
 from edgekit.results import Classes, Detections, FrameResult, Result
 from edgekit.runtimes.delegates import Delegate
-from edgekit.runtimes.model import Model, load_model
-from edgekit.video import Reconnect, SourceSpec, VideoSource, parse_source
+from edgekit.runtimes.model import Model, default_threads, load_model
+from edgekit.video import Reconnect, SourceKind, SourceSpec, VideoSource, parse_source
 
 __all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",
            "make_engine"]
 
 SourceLike = Union[VideoSource, SourceSpec, str, int, "os.PathLike[str]"]
+
+THROUGHPUT_WORKERS = 2  # interpreters side by side for Performance.THROUGHPUT
+THROUGHPUT_MIN_IMAGES = 8  # fewer images than this are not worth loading the model twice more
+
+
+def _performance(value: Performance | str) -> Performance:
+    try:
+        return value if isinstance(value, Performance) else Performance(str(value).lower())
+    except ValueError:
+        raise InputError(f"performance must be one of {', '.join(p.value for p in Performance)}, "
+                         f"got {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -90,18 +102,32 @@ class ModelEngine:
         self._decode = decode
         self._outputs = range(len(model.outputs))
 
+    @property
+    def model(self) -> Model:
+        return self._model
+
     def staging(self) -> np.ndarray:
         return np.zeros(self.spec.shape, dtype=self.spec.dtype)
 
-    def write(self, image: np.ndarray, dest: np.ndarray | None = None) -> Transform:
+    def write(self, image: np.ndarray, dest: np.ndarray | None = None, *, bgr: bool = False) -> Transform:
         """Preprocess ``image`` into ``dest``, or straight into the input tensor when None.
 
+        ``bgr``: the image is in OpenCV's BGR order; it is resized first and the channels of
+        the small result swapped, cheaper than converting the whole frame.
+
         Raises:
-            InputError: the image is not RGB uint8 (H, W, 3).
+            InputError: the image is not uint8 (H, W, 3).
         """
         if self.direct:
-            return fit_into(image, self._model.input_view(0) if dest is None else dest, self.resize)
+            target = self._model.input_view(0) if dest is None else dest
+            transform = fit_into(image, target, self.resize)
+            if bgr:
+                view = target[0] if target.ndim == 4 else target
+                cv2.cvtColor(view, cv2.COLOR_BGR2RGB, dst=view)
+            return transform
         resized, transform = fit(image, self.size, self.resize)
+        if bgr:
+            resized = cv2.cvtColor(resized, cv2.COLOR_BGR2RGB)
         x = to_input(resized, self.spec, self.norm)
         if dest is None:
             self._model.input_view(0)[...] = x
@@ -221,6 +247,8 @@ class _Task:
             self.model.close()
             raise
         self._streams: list[Stream] = []
+        self._workers: list[ModelEngine] | None = None  # for Performance.THROUGHPUT, made when first needed
+        self._workers_lock = threading.Lock()
 
     @property
     def labels(self) -> list[str] | None:
@@ -244,30 +272,38 @@ class _Task:
     @overload
     def stream(self, source: SourceLike, *, callback: None = None, realtime: bool = False,
                max_frames: int | None = None, duration: float | None = None,
-               reconnect: Reconnect = Reconnect()) -> Stream: ...
+               reconnect: Reconnect = Reconnect(), performance: Performance | str = Performance.AUTO) -> Stream: ...
 
     @overload
     def stream(self, source: SourceLike, *, callback: Callable[[FrameResult], Any], realtime: bool = False,
                max_frames: int | None = None, duration: float | None = None,
-               reconnect: Reconnect = Reconnect()) -> LoopSummary: ...
+               reconnect: Reconnect = Reconnect(), performance: Performance | str = Performance.AUTO
+               ) -> LoopSummary: ...
 
     def stream(self, source: SourceLike, *, callback: Callable[[FrameResult], Any] | None = None,
                realtime: bool = False, max_frames: int | None = None, duration: float | None = None,
-               reconnect: Reconnect = Reconnect()) -> Stream | LoopSummary:
+               reconnect: Reconnect = Reconnect(), performance: Performance | str = Performance.AUTO
+               ) -> Stream | LoopSummary:
         """Run the pipelined loop on ``source`` (see :mod:`edgekit.loop`).
 
         Without ``callback``: returns a :class:`~edgekit.loop.Stream` to iterate for one
         :class:`FrameResult` per frame (its ``.summary`` holds the figures). With it: calls
         ``callback(result)`` for each frame until the source ends and returns the
-        :class:`~edgekit.loop.LoopSummary`.
+        :class:`~edgekit.loop.LoopSummary`. ``performance`` (see
+        :class:`~edgekit.loop.Performance`): AUTO runs a file or folder on two single-threaded
+        interpreters for throughput, and everything live on one for latency.
 
         Raises:
             SourceError: the source cannot be opened (now) or fails for good (while iterating).
+            InputError: ``performance`` is not one of auto, latency, throughput.
         """
+        perf = _performance(performance)
         src = source if isinstance(source, VideoSource) else VideoSource(
             source if isinstance(source, SourceSpec) else parse_source(source, realtime=realtime),
             reconnect=reconnect)
-        s = Stream(self._engine, src, LoopOptions(max_frames=max_frames, duration=duration))
+        workers = self._throughput_workers(src.spec, perf)
+        s = Stream(self._engine, src, LoopOptions(max_frames=max_frames, duration=duration, performance=perf),
+                   workers=workers)
         self._streams = [t for t in self._streams if not t.closed] + [s]
         if callback is None:
             return s
@@ -276,11 +312,39 @@ class _Task:
                 callback(result)
         return s.summary
 
+    def _throughput_workers(self, spec: SourceSpec, perf: Performance) -> list[ModelEngine]:
+        """The engines a file or folder runs on for THROUGHPUT (see Performance); [] for LATENCY."""
+        if spec.live or perf is Performance.LATENCY or self.model.delegate is Delegate.EDGETPU:
+            return []  # one Edge TPU is one device: a second interpreter would only queue on it
+        if perf is Performance.AUTO and (
+                (os.cpu_count() or 1) < 2 or self.options.num_threads is not None
+                or (spec.kind is SourceKind.IMAGES and len(spec.images) < THROUGHPUT_MIN_IMAGES)):
+            return []
+        with self._workers_lock:
+            if self._workers is None:
+                threads = max(1, (self.options.num_threads or default_threads()) // THROUGHPUT_WORKERS)
+                engines: list[ModelEngine] = []
+                try:
+                    for _ in range(THROUGHPUT_WORKERS):
+                        # The file was checked (and tried in a child process, if asked) when the task loaded it.
+                        model = load_model(self.model.path, self.model.delegate, threads, isolate=False)
+                        engines.append(make_engine(model, self.options))
+                        engines[-1].warm_up(min(self.options.warmup, 2))
+                except BaseException:
+                    for e in engines:
+                        e.model.close()
+                    raise
+                self._workers = engines
+            return self._workers
+
     def close(self) -> None:
         """Stop running streams and release the model. Safe to call more than once."""
         for s in self._streams:
             s.close()
         self._streams.clear()
+        for e in self._workers or []:
+            e.model.close()
+        self._workers = None
         self.model.close()
 
     def __enter__(self) -> Any:

@@ -50,20 +50,23 @@ def _camera_error(target: str | int) -> SourceError:
                        "Another program may also be holding it (check with `fuser /dev/video*`).")
 
 
-def _to_rgb(image: Any) -> np.ndarray:
+def _to_bgr(image: Any) -> np.ndarray:
+    """OpenCV's frame as 3-channel BGR uint8 (the loop converts to RGB only what it needs)."""
     if image is None or not isinstance(image, np.ndarray) or image.size == 0:
         raise BadFrame("the decoder returned no image")
-    if image.ndim == 2:
-        return cv2.cvtColor(image, cv2.COLOR_GRAY2RGB)
-    if image.ndim == 3 and image.shape[2] == 4:
-        return cv2.cvtColor(image, cv2.COLOR_BGRA2RGB)
+    if image.ndim == 2 and image.dtype == np.uint8:
+        return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+    if image.ndim == 3 and image.shape[2] == 4 and image.dtype == np.uint8:
+        return cv2.cvtColor(image, cv2.COLOR_BGRA2BGR)
     if image.ndim == 3 and image.shape[2] == 3 and image.dtype == np.uint8:
-        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        return image
     raise BadFrame(f"unexpected frame {image.dtype} {image.shape}")
 
 
 class OpenCVReader:
-    """A camera, video file or stream URL through cv2.VideoCapture."""
+    """A camera, video file or stream URL through cv2.VideoCapture. Frames are BGR."""
+
+    bgr = True
 
     def __init__(self, spec: SourceSpec) -> None:
         from edgekit.video import SourceKind
@@ -111,7 +114,7 @@ class OpenCVReader:
                 raise BadFrame(f"frame {pos} of {self.frames} could not be decoded")
             return None
         self._bad_in_a_row = 0
-        return _to_rgb(image)
+        return _to_bgr(image)
 
     def skip(self) -> bool:
         return bool(self._cap.grab())

@@ -270,3 +270,15 @@ def test_draw_marks_the_box_and_leaves_the_input_alone() -> None:
     assert not out[40, 40].any()  # the inside is untouched
     with pytest.raises(InputError, match="RGB uint8"):
         draw(np.zeros((60, 80), np.uint8), dets)
+
+
+def test_draw_on_bgr_gives_the_same_picture_as_on_rgb() -> None:
+    import cv2
+
+    rng = np.random.default_rng(1)
+    rgb = rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)
+    dets = Detections(np.array([[10, 20, 70, 80], [30, 5, 110, 60]]), np.array([0.9, 0.6]), np.array([0, 5]),
+                      ("person", "bus"))
+    on_rgb = draw(rgb, dets)
+    on_bgr = draw(cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), dets, bgr=True)
+    assert np.array_equal(cv2.cvtColor(on_bgr, cv2.COLOR_BGR2RGB), on_rgb)

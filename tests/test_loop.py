@@ -33,7 +33,7 @@ class FakeEngine:
     def staging(self) -> np.ndarray:
         return np.zeros(4, np.uint8)
 
-    def write(self, image: np.ndarray, dest: np.ndarray | None = None) -> Transform:
+    def write(self, image: np.ndarray, dest: np.ndarray | None = None, *, bgr: bool = False) -> Transform:
         target = self.tensor if dest is None else dest
         target[...] = image[0, 0, 0]
         self.direct_writes += dest is None
@@ -183,3 +183,136 @@ def test_detector_stream_with_a_callback_on_a_real_video(shared_models: Path, sh
     assert summary.processed == 12 == len(seen) and summary.stopped_by == "end of source"
     assert all("person" in r.detections.labels for r in seen)
     assert set(summary.stages_p50_ms) == {"capture", "preprocess", "inference", "postprocess"}
+
+
+# --- throughput: several interpreters on one file -----------------------------------------------
+def test_workers_share_a_file_and_results_keep_frame_order() -> None:
+    """Two engines with uneven speeds finish frames out of order; the stream puts them back."""
+    fast, slow = FakeEngine(), FakeEngine(infer_s=0.004)
+    source = VideoSource(FILE, opener=opener_of(FakeReader(0, 60)))
+    with Stream(fast, source, workers=[fast, slow]) as s:  # type: ignore[list-item]
+        results = list(s)
+    assert s.workers == 2
+    assert [r.index for r in results] == list(range(60))
+    assert [r.classes.top.id for r in results] == list(range(60))  # type: ignore[union-attr]
+    assert fast.loads > 0 and slow.loads > 0 and fast.loads + slow.loads == 60
+    assert s.summary.processed == 60 and s.summary.stopped_by == "end of source"
+
+
+def test_workers_are_not_used_for_a_live_source() -> None:
+    a, b = FakeEngine(), FakeEngine()
+    source = VideoSource(LIVE_FILE, opener=opener_of(FakeReader(0, 40)))
+    with Stream(a, source, workers=[a, b]) as s:  # type: ignore[list-item]
+        list(s)
+    assert s.workers == 1 and b.loads == b.direct_writes == 0
+
+
+def test_a_failing_worker_ends_the_stream_with_its_error_and_on_close_runs_once() -> None:
+    closed: list[int] = []
+    good, bad = FakeEngine(infer_s=0.001), FakeEngine(fail_at=9)
+    source = VideoSource(FILE, opener=opener_of(FakeReader(0, 10**6, delay=0.001)))
+    s = Stream(good, source, workers=[good, bad], on_close=lambda: closed.append(1))  # type: ignore[list-item]
+    with pytest.raises(ModelError, match="interpreter failed"):
+        for _ in s:
+            pass
+    s.close()
+    assert closed == [1]
+    time.sleep(0.05)
+    assert not any(t.name.startswith("edgekit-inference") and t.is_alive() for t in threading.enumerate())
+
+
+def test_throughput_and_latency_give_the_same_detections_on_every_frame(shared_models: Path, shared_images: Path,
+                                                                        tmp_path: Path) -> None:
+    import cv2
+
+    from edgekit.loop import Performance
+
+    kite = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (480, 320))
+    video = tmp_path / "pan.avi"
+    w = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 30, (480, 320))
+    for i in range(24):
+        w.write(np.roll(kite, 7 * i, axis=1))
+    w.release()
+    model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    with Detector.create_from_model_path(model, labels=shared_models / "coco_labels.txt", threshold=0.3) as det:
+        runs = {}
+        for perf in (Performance.LATENCY, Performance.THROUGHPUT):
+            s = det.stream(video, performance=perf)
+            with s:
+                runs[perf] = [(r.index, r.detections.labels, np.round(r.detections.boxes, 3).tolist()) for r in s]
+            assert s.workers == (2 if perf is Performance.THROUGHPUT else 1)
+    assert [r[0] for r in runs[Performance.THROUGHPUT]] == list(range(24))
+    assert runs[Performance.THROUGHPUT] == runs[Performance.LATENCY]
+    assert all("kite" in labels and "person" in labels for _, labels, _ in runs[Performance.LATENCY])
+
+
+@pytest.mark.parametrize("cores, threads, kind, expected", [
+    (2, None, "file", 2),        # AUTO on a file: two interpreters
+    (1, None, "file", 1),        # one core: nothing to share
+    (4, 2, "file", 1),           # the user fixed the threads: respected
+    (2, None, "camera", 1),      # live: latency
+])
+def test_auto_performance_picks_workers_only_for_files_on_several_cores(
+        shared_models: Path, monkeypatch: pytest.MonkeyPatch, cores: int, threads: int | None, kind: str,
+        expected: int) -> None:
+    from edgekit.loop import Performance
+
+    model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    monkeypatch.setattr("edgekit.tasks.os.cpu_count", lambda: cores)
+    spec = FILE if kind == "file" else CAMERA
+    with Detector.create_from_model_path(model, num_threads=threads, warmup=0) as det:
+        workers = det._throughput_workers(spec, Performance.AUTO)
+        assert len(workers) in (0, 2) and max(1, len(workers)) == expected
+        if workers:
+            assert all(w.model.num_threads == 1 for w in workers)
+            assert det._throughput_workers(spec, Performance.AUTO) is workers  # made once, kept for the next stream
+    assert all(w.model.closed for w in workers)
+
+
+def test_an_unknown_performance_is_a_clear_error(shared_models: Path) -> None:
+    model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    with Detector.create_from_model_path(model, warmup=0) as det:
+        with pytest.raises(InputError, match="performance must be one of auto, latency, throughput"):
+            det.stream("x.avi", performance="fastest")
+
+
+# --- OpenCV's BGR frames become RGB where it matters ----------------------------------------------
+def test_a_bgr_frame_reaches_the_model_and_the_caller_as_rgb(shared_models: Path, tmp_path: Path) -> None:
+    """A frame that is red in the video is red (255, 0, 0) in the model's input and in result.frame,
+    though the loop only swaps the channels of the resized image."""
+    import cv2
+
+    video = tmp_path / "red.avi"
+    w = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (320, 240))
+    bgr = np.zeros((240, 320, 3), np.uint8)
+    bgr[:, :, 2] = 255  # red in OpenCV's order
+    for _ in range(3):
+        w.write(bgr)
+    w.release()
+    model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    with Detector.create_from_model_path(model, warmup=0) as det:
+        engine = det._engine
+        s = det.stream(video, performance="latency")
+        with s:
+            results = list(s)
+        tensor = det.model.input_view(0)[0].copy()
+    assert len(results) == 3
+    assert engine.direct  # uint8 SSD input: the frame was resized straight into the tensor
+    assert np.abs(tensor.reshape(-1, 3).mean(axis=0) - (255, 0, 0)).max() < 8
+    frame = results[0].frame
+    assert frame is not None and np.abs(frame.reshape(-1, 3).mean(axis=0) - (255, 0, 0)).max() < 8
+    assert np.abs(results[0].frame_bgr.reshape(-1, 3).mean(axis=0) - (0, 0, 255)).max() < 8  # type: ignore[union-attr]
+
+
+def test_frame_converts_to_rgb_once_and_only_when_asked() -> None:
+    from edgekit.video import Frame
+
+    bgr = np.zeros((4, 5, 3), np.uint8)
+    bgr[..., 0] = 200  # blue
+    f = Frame(3, bgr, 1.0, 2.0, 0.5, bgr=True)
+    assert f.pixels[1] is True and f.pixels[0] is bgr and f.shape == (4, 5, 3)
+    rgb = f.image
+    assert rgb[0, 0].tolist() == [0, 0, 200] and f.image is rgb  # converted once, then kept
+    assert f.pixels[1] is False and f.bgr is bgr
+    g = Frame(0, rgb, 0.0, 0.0, 0.0)
+    assert g.image is rgb and g.bgr[0, 0].tolist() == [200, 0, 0]

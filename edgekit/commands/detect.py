@@ -87,6 +87,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--delegate", type=delegate_arg, default="auto", help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE")
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads; when absent, every core up to 4")
     p.add_argument("--warmup", type=non_negative_int, default=2, help="inferences before the first frame")
+    p.add_argument("--performance", choices=["auto", "latency", "throughput"], default="auto",
+                   help="latency: one interpreter, each frame as soon as possible; throughput: two "
+                        "single-threaded interpreters on consecutive frames of a file; auto: throughput for a "
+                        "file or folder read in full (without --threads), latency for everything live")
     p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this long")
     p.add_argument("--json", action="store_true", help="one JSON object per processed frame on stdout")
@@ -245,7 +249,8 @@ def run(args: argparse.Namespace) -> int:
                 sinks.append(JsonlSink(sys.stdout))
             elif not args.quiet and not sinks:
                 sinks.append(_TextSink())
-            stream: Stream = task.stream(source, max_frames=args.max_frames, duration=args.duration)
+            stream: Stream = task.stream(source, max_frames=args.max_frames, duration=args.duration,
+                                         performance=args.performance)
             bar = progress(source.frames or 0, "frames", args.quiet or not source.frames or spec.live
                            or any(isinstance(s, _TextSink) for s in sinks))
             with stream, _stop_on_signals(stream, received):
