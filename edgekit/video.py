@@ -29,7 +29,7 @@ import numpy as np
 from edgekit.errors import InputError, SourceError
 from edgekit.video_readers import BadFrame, open_reader
 
-__all__ = ["Channel", "SourceKind", "background_priority", "SourceSpec", "Reconnect", "Frame", "SourceStats", "Reader", "VideoSource",
+__all__ = ["Channel", "SourceKind", "background_priority", "SourceSpec", "Reconnect", "Frame", "SourceStats", "Reader", "LazyReader", "VideoSource",
            "parse_source", "IMAGE_EXTENSIONS"]
 
 log = logging.getLogger(__name__)
@@ -207,6 +207,18 @@ class Reader(Protocol):
     def close(self) -> None: ...
 
 
+class LazyReader(Reader, Protocol):
+    """A live reader that can take a frame now and decode it later (``lazy = True``), as a V4L2
+    camera does (dequeue a buffer, convert it on retrieve): VideoSource then decodes only the
+    frames the model will see, in the consumer's thread."""
+
+    lazy: bool
+
+    def grab(self) -> bool: ...  # take the next frame without decoding it; False at the end
+
+    def retrieve(self) -> np.ndarray: ...  # decode the last grabbed frame; raises BadFrame
+
+
 class Channel(Generic[T]):
     """Hands items from one thread to another: newest-only (an unread item is replaced and
     counted in :attr:`dropped`) or a bounded FIFO (``put`` waits for room)."""
@@ -276,6 +288,17 @@ class VideoSource:
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._index = self._captured = self._skipped = self._undecodable = self._reopens = 0
+        # Lazy live reading (see LazyReader): the newest grabbed frame waits here undecoded.
+        self._lazy = False
+        self._reader_lock = threading.Lock()
+        self._grabbed = threading.Condition()
+        self._pending: tuple[int, float, float] | None = None  # (index, capture_ts, timestamp)
+        self._ended = False
+        self._replaced = 0
+        self._stale = 0  # live frames passed over for a fresher one due soon (see fresh)
+        # Live sources: hand out the newest frame, unless it is over half a period old and the
+        # next one is due within the other half (see _fresher). False: always the newest at once.
+        self.fresh = True
         # A file is read at background priority, in the gaps one multi-threaded interpreter leaves;
         # the loop turns this off when single-threaded interpreters share the cores (see Performance).
         self.background = True
@@ -284,6 +307,7 @@ class VideoSource:
         """Open the source without reading from it yet, so errors surface early, in the caller's thread."""
         if self._reader is None and self._thread is None:
             self._reader = self._opener(self.spec)
+            self._lazy = self.spec.live and bool(getattr(self._reader, "lazy", False))
         return self
 
     def start(self) -> VideoSource:
@@ -312,32 +336,137 @@ class VideoSource:
         Raises:
             SourceError: the source failed for good (e.g. gave up reconnecting).
         """
-        frame = self._buffer.get(timeout)
+        frame = self._take(timeout) if self._lazy else self._buffer.get(timeout)
+        if frame is not None and self.spec.live and self.fresh and not self._lazy:  # lazily: in _take
+            frame = self._fresher(frame)
         if frame is None and self._error is not None:
             raise self._error
         return frame
 
+    def _fresher(self, frame: Frame) -> Frame:
+        """A live frame older than half a frame period is swapped for the next one, due within
+        the other half: a model slower than the camera then starts on a frame about P/8 old on
+        average instead of P/2 (P = 1/fps), for at most P/2 of waiting."""
+        fps = self.fps
+        if not fps:
+            return frame
+        period = 1.0 / fps
+        age = time.perf_counter() - frame.capture_ts
+        if age <= period / 2:
+            return frame
+        newer = self._buffer.get(period - age + period / 4)
+        if newer is None:
+            return frame
+        self._stale += 1
+        return newer
+
+    def _take(self, timeout: float | None) -> Frame | None:
+        """Lazy reading: decode the newest grabbed frame here, in the consumer's thread."""
+        deadline = None if timeout is None else time.perf_counter() + timeout
+        while True:
+            with self._grabbed:
+                left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+                if not self._grabbed.wait_for(lambda: self._pending is not None or self._ended, left):
+                    return None
+                self._wait_if_stale()
+            with self._reader_lock:  # no grab between taking the newest frame's number and decoding it
+                with self._grabbed:
+                    pending, self._pending = self._pending, None
+                reader = self._reader
+                if pending is not None and reader is None:
+                    self._replaced += 1  # closed meanwhile
+                    pending = None
+                if pending is None:
+                    if self._ended:
+                        return None
+                    continue
+                index, ts, wall = pending
+                t0 = time.perf_counter()
+                try:
+                    image = reader.retrieve()  # type: ignore[attr-defined]
+                except BadFrame as exc:
+                    self._undecodable += 1
+                    log.warning("skipped an undecodable frame of %s: %s", self.spec, exc)
+                    continue
+                ms = (time.perf_counter() - t0) * 1e3
+            return Frame(index, image, ts, wall, ms, bgr=bool(getattr(reader, "bgr", False)))
+
+    def _wait_if_stale(self) -> None:
+        """(Holding ``_grabbed``.) Lazily read, the same policy as :meth:`_fresher`, decided
+        before decoding: wait for the next frame instead of decoding one over P/2 old."""
+        fps = self.fps
+        pending = self._pending
+        if not (self.fresh and fps and pending is not None):
+            return
+        period = 1.0 / fps
+        age = time.perf_counter() - pending[1]
+        if age > period / 2:  # the grab that replaces it counts it as dropped
+            index = pending[0]
+            self._grabbed.wait_for(lambda: self._ended or (self._pending or pending)[0] != index,
+                                   period - age + period / 4)
+
     @property
     def finished(self) -> bool:
+        if self._lazy:
+            return self._ended and self._pending is None
         return self._buffer.done
 
     @property
     def stats(self) -> SourceStats:
-        return SourceStats(self._captured, self._buffer.dropped + self._skipped, self._undecodable,
-                           self._reopens)
+        return SourceStats(self._captured, self._buffer.dropped + self._skipped + self._replaced + self._stale,
+                           self._undecodable, self._reopens)
 
     # --- the capture thread ---------------------------------------------------------------
     def _run(self) -> None:
         if not self.spec.live and self.background:
             background_priority()
         try:
-            self._read_all()
+            if self._lazy:
+                self._grab_all()
+            else:
+                self._read_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer through get()
             self._error = exc if isinstance(exc, SourceError) else SourceError(
                 f"reading {self.spec} failed: {type(exc).__name__}: {exc}")
         finally:
-            self._close_reader()
+            if not self._lazy:  # lazily read, the last frame grabbed may still be decoded: close() releases it
+                self._close_reader()
             self._buffer.close()
+            with self._grabbed:
+                self._ended = True
+                self._grabbed.notify_all()
+
+    def _grab_all(self) -> None:
+        """Lazy reading: take each frame as it comes, leave the newest undecoded for :meth:`_take`."""
+        paced = self.spec.realtime and self.spec.kind is SourceKind.FILE
+        period, start = 1.0 / (self.fps or 30.0), time.perf_counter()
+        while not self._stop.is_set():
+            reader = self._reader
+            if reader is None:
+                return
+            due = start + self._index * period  # frames fall due on the file's clock; late ones are
+            wait = due - time.perf_counter()  # grabbed at once, each replacing the one before
+            if paced and wait > 0 and self._stop.wait(wait):
+                return
+            total = getattr(reader, "frames", None)
+            if total and self._index >= total:
+                return  # a failed grab past the end would also spoil the frame grabbed before it
+            with self._reader_lock:
+                if not reader.grab():  # type: ignore[attr-defined]
+                    with self._grabbed:
+                        if self._pending is not None:  # the failed grab spoiled it
+                            self._pending = None
+                            self._replaced += 1
+                    return
+                now = time.perf_counter()
+                ts = due if paced else now
+                with self._grabbed:
+                    if self._pending is not None:
+                        self._replaced += 1  # never decoded: the consumer was busy
+                    self._pending = (self._index, ts, time.time() - (now - ts))
+                    self._grabbed.notify_all()
+            self._index += 1
+            self._captured += 1
 
     def _read_all(self) -> None:
         paced = self.spec.realtime and self.spec.kind is SourceKind.FILE
@@ -423,10 +552,15 @@ class VideoSource:
         """Stop the capture thread and release the source. Safe to call more than once."""
         self._stop.set()
         self._buffer.close(discard=True)
+        with self._grabbed:
+            self._ended = True
+            self._pending = None
+            self._grabbed.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
         if self._thread is None or not self._thread.is_alive():
-            self._close_reader()
+            with self._reader_lock:
+                self._close_reader()
 
     def __enter__(self) -> VideoSource:
         return self.start()

@@ -162,6 +162,21 @@ def test_events_arrive_in_order_with_status_online_then_offline(broker: Broker, 
     print(f"\nMQTT QoS 1 through the disk queue, localhost: {rate:.0f} events/s")
 
 
+def test_batches_from_the_background_writer_arrive_in_order(broker: Broker, tmp_path: Path) -> None:
+    rx = Receiver(broker.port, "cell-2")
+    sink = make_sink(broker.port, tmp_path, device="cell-2")
+    n = 200
+    with EventEmitter("cell-2", sinks=[sink], background=True, linger=0.05) as em:
+        for i in range(n):
+            em.emit(EventKind.INSPECTION, {"frame": i})
+        em.flush()
+        assert sink.flush(20), f"not all acknowledged: {sink.stats()}"
+    rx.wait_for(n)
+    rx.close()
+    kept, repeats = in_order_once(rx.events)
+    assert kept == list(range(1, n + 1)) and repeats == 0
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGKILL], ids=["stopped", "killed"])
 def test_broker_outage_every_event_arrives_once_in_order(tmp_path: Path, stop_signal: int) -> None:
     # The receiver keeps a persistent session (clean_session=False) on a broker with

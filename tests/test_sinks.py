@@ -354,3 +354,65 @@ def test_webhook_unreachable_keeps_events_for_the_next_run(tmp_path: Path, recei
 def test_webhook_url_must_be_http(tmp_path: Path, url: str) -> None:
     with pytest.raises(ConfigError, match="http:// or https://"):
         WebhookConfig(url=url, queue_path=str(tmp_path / "q.db"))
+
+
+# --- batches: one commit for the events the background writer gathered -----------------------------
+class _Batches(_Keep):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def write_many(self, events: list[Event]) -> None:
+        self.batches.append(len(events))
+        self.events.extend(events)
+
+
+class _BrokenMany(_Batches):
+    def write_many(self, events: list[Event]) -> None:
+        raise OSError("disk full")
+
+
+def test_background_writer_hands_over_batches_in_order() -> None:
+    batched, single, broken = _Batches(), _Keep(), _BrokenMany()
+    em = EventEmitter("d", sinks=[broken, batched, single], background=True, linger=0.2)
+    for i in range(30):
+        em.emit(EventKind.INSPECTION, {"i": i})
+    em.flush()  # waits for the batch still lingering
+    assert [e.seq for e in batched.events] == [e.seq for e in single.events] == list(range(1, 31))
+    assert len(batched.batches) < 30 and sum(batched.batches) == 30
+    assert em.sink_errors >= 1 and "disk full" in (em.last_error or "")
+    em.close()
+
+
+def test_linger_zero_and_a_negative_linger() -> None:
+    keep = _Batches()
+    with EventEmitter("d", sinks=[keep], background=True, linger=0) as em:
+        em.emit(EventKind.STATUS)
+        em.flush()
+        assert [e.seq for e in keep.events] == [1]
+    with pytest.raises(InputError, match="linger"):
+        EventEmitter("d", linger=-1)
+
+
+def test_queue_put_many_is_one_commit_in_order_and_stops_at_the_limit(tmp_path: Path) -> None:
+    q = DiskQueue(tmp_path / "q.db", max_items=5)
+    ids = q.put_many([(b"a", 1), ("b", 2), (b"c", None)])
+    assert ids == sorted(ids) and len(q) == 3
+    with pytest.raises(QueueFullError, match="1 new event"):
+        q.put_many([(b"d", 4), (b"e", 5), (b"f", 6)])
+    assert [(i.key, i.body) for i in q.peek(10)] == [(1, b"a"), (2, b"b"), (None, b"c"), (4, b"d"), (5, b"e")]
+    q.close()
+    q = DiskQueue(tmp_path / "q.db")  # durable: all five are there after reopening
+    assert len(q) == 5 and q.put_many([]) == []
+    q.close()
+
+
+def test_rotating_write_many_rotates_inside_a_batch(tmp_path: Path) -> None:
+    sink = RotatingJsonlSink(RotatingConfig(str(tmp_path / "ev"), max_bytes=2048, keep=None))
+    events = list(_events(60))
+    sink.write_many(events[:45])
+    sink.write_many(events[45:])
+    assert json.loads(sink.current_path.read_text().splitlines()[-1])["seq"] == 60  # flushed
+    sink.close()
+    assert len(sink.files()) > 3 and all(f.stat().st_size <= 2048 for f in sink.files())
+    assert _read_all(sink) == list(range(1, 61))

@@ -313,3 +313,82 @@ def test_close_is_safe_twice_and_stops_the_thread() -> None:
     src.close()
     src.close()
     assert not any(t.name == "edgekit-capture" and t.is_alive() for t in threading.enumerate())
+
+
+# --- a realtime file is read lazily, like a V4L2 camera ------------------------------------------
+def test_a_realtime_mjpg_file_decodes_only_the_frames_handed_out(tmp_path: Path) -> None:
+    video = write_video(tmp_path / "v.avi", 40, 80.0, value=lambda i: 6 * i)  # 0.5 s; frame i is gray 6*i
+    src = VideoSource(parse_source(video, realtime=True))
+    src.open()
+    reader = src._reader
+    assert src._lazy and reader is not None and reader._raw  # type: ignore[attr-defined]
+    decoded: list[int] = []
+    retrieve = reader.retrieve  # type: ignore[attr-defined]
+
+    def counting_retrieve() -> np.ndarray:
+        decoded.append(1)
+        return retrieve()
+
+    reader.retrieve = counting_retrieve  # type: ignore[attr-defined]
+    frames = []
+    with src:
+        while (f := src.get(timeout=5)) is not None:
+            frames.append(f)
+            time.sleep(0.03)  # a consumer slower than the 80 fps "camera"
+    assert len(decoded) == len(frames) < 25
+    for f in frames:  # each frame handed out is the one its index names
+        assert abs(int(f.image[5, 5, 0]) - (6 * f.index) % 256) <= 3, f.index
+        assert f.capture_ms > 0 and f.pixels[1] is False  # read as RGB by the caller above
+    stats = src.stats
+    assert stats.captured == 40 and len(frames) + stats.dropped == 40 and stats.undecodable == 0
+
+
+def test_mjpg_that_libjpeg_cannot_read_falls_back_to_ffmpeg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some MJPG files leave out the Huffman tables; only FFmpeg fills them in."""
+    from edgekit import video_readers
+
+    video = write_video(tmp_path / "v.avi", 10, 50.0, value=lambda i: 20 * i)
+    monkeypatch.setattr(video_readers.cv2, "imdecode", lambda *a, **k: None)
+    with VideoSource(parse_source(video, realtime=True)) as src:
+        assert src._lazy and not src._reader._raw  # type: ignore[union-attr]
+        frames = []
+        while (f := src.get(timeout=5)) is not None:
+            frames.append(f)
+    assert frames and all(abs(int(f.image[5, 5, 0]) - (20 * f.index) % 256) <= 3 for f in frames)
+    assert src.stats.undecodable == 0
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_slow_consumer_of_a_live_file_gets_frames_fresher_than_half_a_period(tmp_path: Path, fresh: bool) -> None:
+    """20 fps "camera" (P = 50 ms), a consumer busy 70 ms per frame: taking the newest frame at once
+    gives ages spread over 0..P (median ~P/2); waiting for the next when the newest is over P/2
+    old keeps them under P/2 (median ~P/8)."""
+    video = write_video(tmp_path / "v.avi", 40, 20.0)
+    src = VideoSource(parse_source(video, realtime=True))
+    src.fresh = fresh
+    ages = []
+    with src:
+        while (f := src.get(timeout=5)) is not None:
+            ages.append((time.perf_counter() - f.capture_ts) * 1e3)
+            time.sleep(0.07)
+    median = float(np.median(ages))
+    if fresh:
+        assert median < 15 and max(ages) < 40, ages
+    else:
+        assert median > 12, ages
+
+
+def test_an_eager_live_source_swaps_a_stale_frame_for_the_next() -> None:
+    from edgekit.video import Frame
+
+    src = VideoSource(SourceSpec(SourceKind.CAMERA, 0, fps=10.0), opener=opener_of(FakeReader(0, 1)))
+    now = time.perf_counter()
+    fresh = Frame(1, np.zeros((2, 2, 3), np.uint8), now - 0.02, 0.0, 0.0)
+    assert src._fresher(fresh) is fresh  # 20 ms old of a 100 ms period: handed out at once
+    stale = Frame(2, np.zeros((2, 2, 3), np.uint8), now - 0.08, 0.0, 0.0)
+    newer = Frame(3, np.zeros((2, 2, 3), np.uint8), now, 0.0, 0.0)
+    threading.Timer(0.01, src._buffer.put, args=(newer,)).start()
+    assert src._fresher(stale) is newer and src.stats.dropped == 1
+    t0 = time.perf_counter()
+    assert src._fresher(Frame(4, np.zeros((2, 2, 3), np.uint8), time.perf_counter() - 0.08, 0.0, 0.0)).index == 4
+    assert time.perf_counter() - t0 < 0.2  # nothing newer came: the old frame, after at most ~P/2

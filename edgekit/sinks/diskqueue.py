@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 from edgekit.errors import EdgekitError
 
@@ -111,6 +111,41 @@ class DiskQueue:
                                  "Free disk space (df -h) and check permissions.") from None
             self._count += 1
             return int(cur.lastrowid or 0)
+
+    def put_many(self, items: Sequence[tuple[bytes | str, int | None]]) -> list[int]:
+        """Append several ``(body, key)`` items in one commit (one fsync); durable on return.
+        Returns their ids, in order.
+
+        Raises:
+            QueueFullError: ``max_items`` would be passed; the items that fit are queued first,
+                and the message says how many were refused.
+            QueueError: the disk is full or the file is unwritable (then none is queued).
+        """
+        rows = [(key, body.encode() if isinstance(body, str) else bytes(body)) for body, key in items]
+        with self._lock:
+            db = self._conn()
+            room = len(rows) if self.max_items is None else max(0, self.max_items - self._count)
+            fit, refused = rows[:room], len(rows) - room
+            ids: list[int] = []
+            if fit:
+                now = time.time()
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                    for key, data in fit:
+                        ids.append(int(db.execute("INSERT INTO queue (key, body, created) VALUES (?, ?, ?)",
+                                                  (key, data, now)).lastrowid or 0))
+                    db.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    _rollback(db)
+                    raise QueueError(f"cannot append to the event queue {str(self.path)!r}: {exc}. "
+                                     "Free disk space (df -h) and check permissions.") from None
+                self._count += len(fit)
+            if refused > 0:
+                raise QueueFullError(f"event queue {str(self.path)!r} holds {self._count} unsent events "
+                                     f"(max_items={self.max_items}); {refused} new event(s) refused. The "
+                                     "receiver has been unreachable too long. Restore the connection or raise "
+                                     "max_items.")
+            return ids
 
     def peek(self, limit: int = 1, after: int = 0) -> list[QueueItem]:
         """Up to `limit` items with id > `after`, oldest first; they stay queued."""

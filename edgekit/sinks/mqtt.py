@@ -24,7 +24,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 from edgekit.errors import ConfigError, EdgekitError
 from edgekit.events import Event
@@ -157,6 +157,11 @@ class MqttSink:
     def write(self, event: Event) -> None:
         """Queue one event on disk (durable on return); the sender thread publishes it."""
         self.queue.put(event.to_json(), key=event.seq)
+        self._wake()
+
+    def write_many(self, events: Sequence[Event]) -> None:
+        """Queue several events in one disk commit (durable on return), in order."""
+        self.queue.put_many([(e.to_json(), e.seq) for e in events])
         self._wake()
 
     def stats(self) -> MqttStats:

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Sequence
 
 from edgekit.errors import ConfigError
 from edgekit.events import Event
@@ -131,18 +131,29 @@ class RotatingJsonlSink:
         Raises:
             OSError: the disk is full or the file vanished (the caller's sink guard logs it).
         """
-        line = (event.to_json() + "\n").encode()
+        self.write_many((event,))
+
+    def write_many(self, events: Sequence[Event]) -> None:
+        """Append events as lines, in order, and flush once.
+
+        Raises:
+            OSError: the disk is full or the file vanished (the caller's sink guard logs it).
+        """
         f = self._open()
-        if self._size > 0 and self._size + len(line) > self.config.max_bytes:
-            self._rotate()
-            f = self._open()
-        f.write(line)
+        for event in events:
+            line = (event.to_json() + "\n").encode()
+            if self._size > 0 and self._size + len(line) > self.config.max_bytes:
+                f.flush()
+                self._rotate()
+                f = self._open()
+            f.write(line)
+            self._size += len(line)
+            self._since_sync += 1
+            if self.config.fsync_every and self._since_sync >= self.config.fsync_every:
+                f.flush()
+                os.fsync(f.fileno())
+                self._since_sync = 0
         f.flush()
-        self._size += len(line)
-        self._since_sync += 1
-        if self.config.fsync_every and self._since_sync >= self.config.fsync_every:
-            os.fsync(f.fileno())
-            self._since_sync = 0
 
     def _rotate(self) -> None:
         self._close_file()

@@ -20,7 +20,7 @@ import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Mapping, NamedTuple
+from typing import Mapping, NamedTuple, Sequence
 
 from edgekit.errors import ConfigError
 from edgekit.events import Event
@@ -95,6 +95,11 @@ class WebhookSink:
     def write(self, event: Event) -> None:
         """Queue one event on disk (durable on return); the sender thread POSTs it."""
         self.queue.put(event.to_json(), key=event.seq)
+        self._wake.set()
+
+    def write_many(self, events: Sequence[Event]) -> None:
+        """Queue several events in one disk commit (durable on return), in order."""
+        self.queue.put_many([(e.to_json(), e.seq) for e in events])
         self._wake.set()
 
     def stats(self) -> WebhookStats:
