@@ -8,7 +8,8 @@ TFLite interpreter release the GIL while they work):
   and the inference thread only copies it into the input tensor. With one interpreter,
   reading and preprocessing run at background CPU priority, in the gaps its threads leave;
   given ``workers`` (see :class:`Performance`), several single-threaded interpreters each
-  take the next staged frame, and results are put back in frame order;
+  take the next frame and resize it straight into their own input tensor (while one
+  preprocesses, the other infers), and results are put back in frame order;
 * a live source (camera, stream, ``realtime`` file) keeps only its newest frame, and the
   inference thread takes it the moment the interpreter is free and resizes it straight
   into the input tensor, so results are as fresh as the model allows;
@@ -192,6 +193,8 @@ class Stream:
         self._running_workers = 0
         self._count_lock = threading.Lock()
         self._background = True
+        self._take_lock = threading.Lock()
+        self._next_seq = 0
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
         self._stopped_by: str | None = None
@@ -229,13 +232,18 @@ class Stream:
         if self._live:
             self._running_workers = 1
             self._spawn("edgekit-inference", self._infer_live)
+        elif len(self._workers) > 1:
+            # Each worker takes the next frame and resizes it into its own input tensor: while one
+            # preprocesses, the other infers, so no separate stage (and hand-over) is needed.
+            self._running_workers = len(self._workers)
+            for i, engine in enumerate(self._workers):
+                self._spawn(f"edgekit-inference-{i}", self._infer_own, engine)
         else:
             for _ in range(self._buffers):
                 self._free.put(self._engine.staging())
             self._spawn("edgekit-preprocess", self._preprocess)
-            self._running_workers = len(self._workers)
-            for i, engine in enumerate(self._workers):
-                self._spawn(f"edgekit-inference-{i}", self._infer_staged, engine)
+            self._running_workers = 1
+            self._spawn("edgekit-inference-0", self._infer_staged, self._engine)
         self._t0 = time.perf_counter()
 
     def _spawn(self, name: str, target: Any, *args: Any) -> None:
@@ -326,6 +334,23 @@ class Stream:
             if not self._done.put(_Inferred(seq, frame, transform, outputs, (t1 - t0) * 1e3, ms, engine)):
                 return
             seq += 1
+
+    def _infer_own(self, engine: Engine) -> None:
+        while True:
+            with self._take_lock:  # frames leave the source in order and get their place in it
+                frame = self._source.get()
+                seq, self._next_seq = self._next_seq, self._next_seq + 1
+            if frame is None:
+                return
+            with engine.lock:
+                t0 = time.perf_counter()
+                pixels, bgr = frame.pixels
+                transform = engine.write(pixels, bgr=bgr)
+                t1 = time.perf_counter()
+                outputs = engine.infer()
+            ms = (time.perf_counter() - t1) * 1e3
+            if not self._done.put(_Inferred(seq, frame, transform, outputs, (t1 - t0) * 1e3, ms, engine)):
+                return
 
     def _infer_staged(self, engine: Engine) -> None:
         while (staged := self._staged.get()) is not None:

@@ -195,7 +195,9 @@ def test_workers_share_a_file_and_results_keep_frame_order() -> None:
     assert s.workers == 2
     assert [r.index for r in results] == list(range(60))
     assert [r.classes.top.id for r in results] == list(range(60))  # type: ignore[union-attr]
-    assert fast.loads > 0 and slow.loads > 0 and fast.loads + slow.loads == 60
+    # each worker resizes its frames straight into its own input: no staging copy
+    assert fast.direct_writes > 0 and slow.direct_writes > 0 and fast.direct_writes + slow.direct_writes == 60
+    assert fast.loads == slow.loads == 0
     assert s.summary.processed == 60 and s.summary.stopped_by == "end of source"
 
 
@@ -204,7 +206,7 @@ def test_workers_are_not_used_for_a_live_source() -> None:
     source = VideoSource(LIVE_FILE, opener=opener_of(FakeReader(0, 40)))
     with Stream(a, source, workers=[a, b]) as s:  # type: ignore[list-item]
         list(s)
-    assert s.workers == 1 and b.loads == b.direct_writes == 0
+    assert s.workers == 1 and b.loads == b.direct_writes == 0 and a.direct_writes > 0
 
 
 def test_a_failing_worker_ends_the_stream_with_its_error_and_on_close_runs_once() -> None:
