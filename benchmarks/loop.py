@@ -12,6 +12,11 @@ Throughput: every frame of a 640x480 MJPG video made from a real photo; prints c
 Freshness: the same video played like a camera at each rate in --rates (frames arrive on
 their own clock; a camera driver holds --buffers frames for a reader that falls behind);
 prints the capture-to-result latency p50/p99 of (b) and (c) against the bare inference time.
+(c) reads such a file the way a V4L2 camera is read: frames taken undecoded as they fall due,
+only those the model takes decoded, and one over half a frame period old passed over for the
+next (edgekit.video.VideoSource); its fps shows what that freshness costs in throughput.
+Targets (issue 4): c/a >= 0.97; latency p50 < 1.5x bare inference when the model is slower
+than the camera.
 Rounds alternate a, b, c so that other load on the machine hits all three alike; the median
 round is reported, with the load average (other programs running distort every figure).
 """
