@@ -228,6 +228,9 @@ class Stream:
         # such barrier, and a starved low-priority thread holding the GIL would stall them all.
         self._background = len(self._workers) == 1
         self._source.background = self._background
+        # Workers taking turns read the file themselves: while one reads and resizes, the
+        # other infers, so a capture thread would only add a hand-over per frame.
+        self._source.pull = len(self._workers) > 1
         self._source.start()
         if self._live:
             self._running_workers = 1

@@ -299,6 +299,10 @@ class VideoSource:
         # Live sources: hand out the newest frame, unless it is over half a period old and the
         # next one is due within the other half (see _fresher). False: always the newest at once.
         self.fresh = True
+        # A file or folder may be read in the consumer's thread instead of a capture thread
+        # (set before start(); the loop does when several workers take turns reading it).
+        self.pull = False
+        self._pulling = self._pull_ended = False
         # A file is read at background priority, in the gaps one multi-threaded interpreter leaves;
         # the loop turns this off when single-threaded interpreters share the cores (see Performance).
         self.background = True
@@ -312,6 +316,10 @@ class VideoSource:
 
     def start(self) -> VideoSource:
         """Open the source if needed and start reading it in the background."""
+        if self.pull and not self.spec.live:
+            self.open()
+            self._pulling = True
+            return self
         if self._thread is None:
             self.open()
             self._thread = threading.Thread(target=self._run, name="edgekit-capture", daemon=True)
@@ -336,6 +344,8 @@ class VideoSource:
         Raises:
             SourceError: the source failed for good (e.g. gave up reconnecting).
         """
+        if self._pulling:
+            return self._pull()
         frame = self._take(timeout) if self._lazy else self._buffer.get(timeout)
         if frame is not None and self.spec.live and self.fresh and not self._lazy:  # lazily: in _take
             frame = self._fresher(frame)
@@ -391,6 +401,36 @@ class VideoSource:
                 ms = (time.perf_counter() - t0) * 1e3
             return Frame(index, image, ts, wall, ms, bgr=bool(getattr(reader, "bgr", False)))
 
+    def _pull(self) -> Frame | None:
+        """A file or folder read in the caller's thread (see ``pull``); one caller at a time."""
+        with self._reader_lock:
+            reader = self._reader
+            while reader is not None and not self._stop.is_set():
+                t0 = time.perf_counter()
+                try:
+                    image = reader.read()
+                except BadFrame as exc:
+                    self._undecodable += 1
+                    self._index += 1
+                    log.warning("skipped an undecodable frame of %s: %s", self.spec, exc)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - the same contract as the capture thread
+                    self._error = SourceError(f"reading {self.spec} failed: {type(exc).__name__}: {exc}")
+                    break
+                if image is None:
+                    break
+                t1 = time.perf_counter()
+                frame = Frame(self._index, image, t1, time.time(), (t1 - t0) * 1e3,
+                              bgr=bool(getattr(reader, "bgr", False)))
+                self._index += 1
+                self._captured += 1
+                return frame
+            self._pull_ended = True
+            self._close_reader()
+        if self._error is not None:
+            raise self._error
+        return None
+
     def _wait_if_stale(self) -> None:
         """(Holding ``_grabbed``.) Lazily read, the same policy as :meth:`_fresher`, decided
         before decoding: wait for the next frame instead of decoding one over P/2 old."""
@@ -407,6 +447,8 @@ class VideoSource:
 
     @property
     def finished(self) -> bool:
+        if self._pulling:
+            return self._pull_ended
         if self._lazy:
             return self._ended and self._pending is None
         return self._buffer.done
@@ -561,6 +603,7 @@ class VideoSource:
         if self._thread is None or not self._thread.is_alive():
             with self._reader_lock:
                 self._close_reader()
+        self._pull_ended = self._pull_ended or self._pulling
 
     def __enter__(self) -> VideoSource:
         return self.start()

@@ -392,3 +392,28 @@ def test_an_eager_live_source_swaps_a_stale_frame_for_the_next() -> None:
     t0 = time.perf_counter()
     assert src._fresher(Frame(4, np.zeros((2, 2, 3), np.uint8), time.perf_counter() - 0.08, 0.0, 0.0)).index == 4
     assert time.perf_counter() - t0 < 0.2  # nothing newer came: the old frame, after at most ~P/2
+
+
+def test_pull_mode_reads_a_file_in_the_callers_thread() -> None:
+    """The loop's throughput workers read the file themselves: same frames, counts and end."""
+    src = VideoSource(SourceSpec(SourceKind.FILE, "fake"), opener=opener_of(FakeReader(0, 6, bad=frozenset({2}))))
+    src.pull = True
+    with src:
+        assert src._thread is None  # no capture thread
+        threads = {threading.get_ident()}
+        seen = drain(src)
+        assert src.finished and src.get() is None
+    assert seen == [0, 1, 3, 4, 5] and threads == {threading.get_ident()}
+    assert src.stats.captured == 5 and src.stats.undecodable == 1
+
+
+class _Exploding(FakeReader):
+    def read(self) -> np.ndarray | None:
+        raise RuntimeError("driver crashed")
+
+
+def test_pull_mode_turns_a_reader_crash_into_a_source_error() -> None:
+    src = VideoSource(SourceSpec(SourceKind.FILE, "fake"), opener=opener_of(_Exploding(0, 3)))
+    src.pull = True
+    with src, pytest.raises(SourceError, match="driver crashed"):
+        src.get()
