@@ -346,8 +346,10 @@ def test_webhook_unreachable_keeps_events_for_the_next_run(tmp_path: Path, recei
     assert sink.stats().queued == 2 and "Connection refused" in (sink.stats().last_error or "")
     rx = receiver_factory()
     with _webhook(tmp_path, rx.url) as again:
+        again.write(Event("renamed", 3, EventKind.STATUS, 1.0))  # the device got a new id meanwhile
         assert again.flush(5)
-    assert [e["seq"] for e in rx.got] == [1, 2]
+    assert [e["seq"] for e in rx.got] == [1, 2, 3]
+    assert rx.keys == ["c:1", "c:2", "renamed:3"]  # each event keeps the key of the device that made it
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://host/x", "http://", "localhost:8080"])

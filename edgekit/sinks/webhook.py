@@ -31,6 +31,7 @@ __all__ = ["WebhookConfig", "WebhookSink", "WebhookStats", "RETRY_STATUSES"]
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+SEND_BATCH = 16  # queued events POSTed (one per request) before their deletion is committed
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,10 @@ class WebhookSink:
     def __init__(self, config: WebhookConfig) -> None:
         self.config = config
         self.queue = DiskQueue(config.queue_path, max_items=config.max_queued)
+        self._url = urllib.parse.urlsplit(config.url)
+        # The device of the events this sink queued (ids from _own_from on); older ones are read from their body.
+        self._device: str | None = None
+        self._own_from: int | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._idle = threading.Condition()
@@ -94,13 +99,19 @@ class WebhookSink:
 
     def write(self, event: Event) -> None:
         """Queue one event on disk (durable on return); the sender thread POSTs it."""
-        self.queue.put(event.to_json(), key=event.seq)
+        self._own(event.device, self.queue.put(event.to_json(), key=event.seq))
         self._wake.set()
 
     def write_many(self, events: Sequence[Event]) -> None:
         """Queue several events in one disk commit (durable on return), in order."""
-        self.queue.put_many([(e.to_json(), e.seq) for e in events])
+        ids = self.queue.put_many([(e.to_json(), e.seq) for e in events])
+        if ids:
+            self._own(events[0].device, ids[0])
         self._wake.set()
+
+    def _own(self, device: str, first_id: int) -> None:
+        if self._own_from is None or device != self._device:
+            self._device, self._own_from = device, first_id
 
     def stats(self) -> WebhookStats:
         return WebhookStats(len(self.queue), self._delivered, self._attempts, self._rejected,
@@ -132,14 +143,32 @@ class WebhookSink:
     def _run(self) -> None:
         delay = self.config.backoff_initial
         while not self._stop.is_set():
-            items = self.queue.peek(1)
+            items = self.queue.peek(SEND_BATCH)
             if not items:
                 self._wake.wait(1.0)
                 self._wake.clear()
                 continue
-            outcome = self._post(items[0])
-            self._attempts += 1
-            if outcome.kind == "retry":
+            # POST them one by one, in order; delete the delivered ones in one commit (a crash
+            # before it resends at most SEND_BATCH events, which receivers drop by sequence number).
+            delivered: list[int] = []
+            outcome: _Outcome | None = None
+            for item in items:
+                outcome = self._post(item)
+                self._attempts += 1
+                if outcome.kind == "ok":
+                    delivered.append(item.id)
+                elif outcome.kind == "reject":
+                    log.error("webhook %s rejected event %s for good (%s); set aside in %s (dead letters)",
+                              self.config.url, item.key, outcome.detail, self.config.queue_path)
+                    self._last_error = outcome.detail
+                    self.queue.dead_letter(item.id, outcome.detail)
+                    self._rejected += 1
+                if outcome.kind == "retry" or self._stop.is_set():
+                    break
+            if delivered:
+                self.queue.ack(delivered)
+                self._delivered += len(delivered)
+            if outcome is not None and outcome.kind == "retry":
                 if not self.delays:
                     log.warning("webhook %s failed (%s); retrying with backoff, events kept in %s",
                                 self.config.url, outcome.detail, self.config.queue_path)
@@ -149,15 +178,6 @@ class WebhookSink:
                 self._stop.wait(min(wait, self.config.backoff_max))
                 delay = min(delay * 2, self.config.backoff_max)
                 continue
-            if outcome.kind == "ok":
-                self.queue.ack([items[0].id])
-                self._delivered += 1
-            else:
-                log.error("webhook %s rejected event %s for good (%s); set aside in %s (dead letters)",
-                          self.config.url, items[0].key, outcome.detail, self.config.queue_path)
-                self._last_error = outcome.detail
-                self.queue.dead_letter(items[0].id, outcome.detail)
-                self._rejected += 1
             if self.delays:
                 log.info("webhook %s reachable again after %d retries", self.config.url, len(self.delays))
             self.delays = []
@@ -166,10 +186,12 @@ class WebhookSink:
                 self._idle.notify_all()
 
     def _post(self, item: QueueItem) -> _Outcome:
-        url = urllib.parse.urlsplit(self.config.url)
+        url = self._url
         target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        headers = {"Content-Type": "application/json", "User-Agent": "edgekit",
-                   "Idempotency-Key": _idempotency_key(item), **self.config.headers}
+        own = self._own_from is not None and item.id >= self._own_from
+        key = f"{self._device}:{item.key}" if own else _idempotency_key(item)
+        headers = {"Content-Type": "application/json", "User-Agent": "edgekit", "Idempotency-Key": key,
+                   **self.config.headers}
         reused = self._conn is not None
         try:
             conn = self._connection(url)
