@@ -318,3 +318,16 @@ def test_frame_converts_to_rgb_once_and_only_when_asked() -> None:
     assert f.pixels[1] is False and f.bgr is bgr
     g = Frame(0, rgb, 0.0, 0.0, 0.0)
     assert g.image is rgb and g.bgr[0, 0].tolist() == [200, 0, 0]
+
+
+def test_breaking_out_of_a_throughput_stream_stops_its_workers() -> None:
+    a, b = FakeEngine(infer_s=0.001), FakeEngine(infer_s=0.001)
+    source = VideoSource(FILE, opener=opener_of(FakeReader(0, 10**6)))
+    s = Stream(a, source, workers=[a, b])  # type: ignore[list-item]
+    for r in s:
+        if r.index == 5:
+            break
+    s.close()
+    time.sleep(0.05)
+    assert not any(t.name.startswith("edgekit-inference") and t.is_alive() for t in threading.enumerate())
+    assert s.summary.processed == 6 and source.finished
