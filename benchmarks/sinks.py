@@ -52,13 +52,19 @@ def start_broker(folder: Path) -> tuple[subprocess.Popen[bytes], int]:
     conf = folder / "mosquitto.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nuser root\n")
     proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return serving(proc, port, "mosquitto")
+
+
+def serving(proc: subprocess.Popen[bytes], port: int, what: str) -> tuple[subprocess.Popen[bytes], int]:
+    """``(proc, port)`` once ``proc`` accepts connections on ``port``; it is killed if it never does."""
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return proc, port
         except OSError:
             time.sleep(0.02)
-    raise SystemExit("mosquitto did not start")
+    proc.kill()
+    raise SystemExit(f"{what} did not start")
 
 
 def mqtt_rate(port: int, folder: Path, n: int) -> tuple[float, float]:
@@ -101,14 +107,7 @@ def start_receiver() -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", RECEIVER, str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.02)
-    proc.kill()
-    raise SystemExit("the webhook receiver did not start")
+    return serving(proc, port, "the webhook receiver")
 
 
 def make_video(path: Path, frames: int) -> Path:

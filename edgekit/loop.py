@@ -325,34 +325,29 @@ class Stream:
             seq += 1
 
     def _infer_live(self) -> None:
-        engine, seq = self._engine, 0
+        seq = 0
         while (frame := self._source.get()) is not None:
-            with engine.lock:
-                t0 = time.perf_counter()
-                pixels, bgr = frame.pixels
-                transform = engine.write(pixels, bgr=bgr)
-                t1 = time.perf_counter()
-                outputs = engine.infer()
-            ms = (time.perf_counter() - t1) * 1e3
-            if not self._done.put(_Inferred(seq, frame, transform, outputs, (t1 - t0) * 1e3, ms, engine)):
+            if not self._write_and_infer(self._engine, frame, seq):
                 return
             seq += 1
+
+    def _write_and_infer(self, engine: Engine, frame: Frame, seq: int) -> bool:
+        """Resize ``frame`` straight into ``engine``'s input, run it, hand the outputs on; False once closed."""
+        with engine.lock:
+            t0 = time.perf_counter()
+            pixels, bgr = frame.pixels
+            transform = engine.write(pixels, bgr=bgr)
+            t1 = time.perf_counter()
+            outputs = engine.infer()
+        ms = (time.perf_counter() - t1) * 1e3
+        return self._done.put(_Inferred(seq, frame, transform, outputs, (t1 - t0) * 1e3, ms, engine))
 
     def _infer_own(self, engine: Engine) -> None:
         while True:
             with self._take_lock:  # frames leave the source in order and get their place in it
                 frame = self._source.get()
                 seq, self._next_seq = self._next_seq, self._next_seq + 1
-            if frame is None:
-                return
-            with engine.lock:
-                t0 = time.perf_counter()
-                pixels, bgr = frame.pixels
-                transform = engine.write(pixels, bgr=bgr)
-                t1 = time.perf_counter()
-                outputs = engine.infer()
-            ms = (time.perf_counter() - t1) * 1e3
-            if not self._done.put(_Inferred(seq, frame, transform, outputs, (t1 - t0) * 1e3, ms, engine)):
+            if frame is None or not self._write_and_infer(engine, frame, seq):
                 return
 
     def _infer_staged(self, engine: Engine) -> None:

@@ -357,14 +357,10 @@ class VideoSource:
         """A live frame older than half a frame period is swapped for the next one, due within
         the other half: a model slower than the camera then starts on a frame about P/8 old on
         average instead of P/2 (P = 1/fps), for at most P/2 of waiting."""
-        fps = self.fps
-        if not fps:
+        wait = self._stale_wait(frame.capture_ts)
+        if wait is None:
             return frame
-        period = 1.0 / fps
-        age = time.perf_counter() - frame.capture_ts
-        if age <= period / 2:
-            return frame
-        newer = self._buffer.get(period - age + period / 4)
+        newer = self._buffer.get(wait)
         if newer is None:
             return frame
         self._stale += 1
@@ -434,16 +430,22 @@ class VideoSource:
     def _wait_if_stale(self) -> None:
         """(Holding ``_grabbed``.) Lazily read, the same policy as :meth:`_fresher`, decided
         before decoding: wait for the next frame instead of decoding one over P/2 old."""
-        fps = self.fps
         pending = self._pending
-        if not (self.fresh and fps and pending is not None):
-            return
-        period = 1.0 / fps
-        age = time.perf_counter() - pending[1]
-        if age > period / 2:  # the grab that replaces it counts it as dropped
+        wait = None if pending is None or not self.fresh else self._stale_wait(pending[1])
+        if pending is not None and wait is not None:  # the grab that replaces it counts it as dropped
             index = pending[0]
-            self._grabbed.wait_for(lambda: self._ended or (self._pending or pending)[0] != index,
-                                   period - age + period / 4)
+            self._grabbed.wait_for(lambda: self._ended or (self._pending or pending)[0] != index, wait)
+
+    def _stale_wait(self, capture_ts: float) -> float | None:
+        """None when a frame captured at ``capture_ts`` is fresh enough (at most half a frame
+        period old, or the rate is unknown); else how long to wait for the next one (until it
+        is due, plus a quarter period of slack)."""
+        fps = self.fps
+        if not fps:
+            return None
+        period = 1.0 / fps
+        age = time.perf_counter() - capture_ts
+        return None if age <= period / 2 else period - age + period / 4
 
     @property
     def finished(self) -> bool:

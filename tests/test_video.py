@@ -417,3 +417,23 @@ def test_pull_mode_turns_a_reader_crash_into_a_source_error() -> None:
     src.pull = True
     with src, pytest.raises(SourceError, match="driver crashed"):
         src.get()
+
+
+@pytest.mark.parametrize("size, single", [((64, 48), True), ((1920, 1088), False)])
+def test_small_video_files_are_decoded_on_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     size: tuple[int, int], single: bool) -> None:
+    from edgekit import video_readers
+
+    video = write_video(tmp_path / "v.avi", 2, 10.0, size=size)
+    opened: list[tuple] = []
+    real = cv2.VideoCapture
+
+    def recording(*args: object) -> object:
+        opened.append(args[1:])
+        return real(*args)
+
+    monkeypatch.setattr(video_readers.cv2, "VideoCapture", recording)
+    with VideoSource(video) as src:
+        assert src.get(timeout=5) is not None
+    one_thread = (cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, 1])
+    assert (one_thread in opened) is single
