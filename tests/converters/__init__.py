@@ -1,0 +1,1 @@
+"""Tests of converters/ (mirrors the source tree)."""

@@ -1,0 +1,1 @@
+"""Tests of edgekit/ (mirrors the source tree)."""

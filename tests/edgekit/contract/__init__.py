@@ -1,0 +1,1 @@
+"""Tests of edgekit/contract/ (mirrors the source tree)."""

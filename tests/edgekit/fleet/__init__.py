@@ -1,0 +1,1 @@
+"""Tests of edgekit/fleet/ (mirrors the source tree)."""

@@ -1,0 +1,1 @@
+"""Tests of edgekit/inspect/ (mirrors the source tree)."""

@@ -1,0 +1,1 @@
+"""Tests of edgekit/sinks/ (mirrors the source tree)."""

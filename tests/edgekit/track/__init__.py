@@ -1,0 +1,1 @@
+"""Tests of edgekit/track/ (mirrors the source tree)."""

@@ -1,0 +1,1 @@
+"""Tests of runtimes/ (mirrors the source tree)."""
