@@ -1,0 +1,193 @@
+"""Segmentation outputs -> a class per frame pixel, per-class areas (numpy only).
+
+Three layouts of a segmenter's one output are read::
+
+    [1, H, W] or [1, H, W, 1] integers       the class id per pixel (arg-max inside the model, e.g. DeepLab)
+    [1, H, W, C] float or quantized, C >= 2  a score per class (logits or probabilities)
+    [1, H, W, 1] float or quantized          one foreground score per pixel (e.g. a selfie segmenter)
+
+The map is taken back onto the source frame through the preprocessing's transform (stretch
+or letterbox, the same mapping as boxes), nearest cell per pixel::
+
+    mask = decode_segmentation(output, transform, labels=labels)
+    mask.class_map          # (H, W) int32 class ids, in the frame's pixels
+    mask.classes()          # [ClassArea(id, label, area, fraction), ...] for the classes present
+
+Score maps are reduced to their arg-max at the model's resolution, then resized (the class of
+the nearest cell, as for a class map): one arg-max per output cell instead of per frame pixel.
+Connected regions (boxes and areas per blob) need OpenCV and live in :mod:`edgekit.segment`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from edgekit.contract._mapping import PixelMapping, source_grid_indices
+from edgekit.errors import InputError, ModelError
+
+__all__ = ["SegmentationLayout", "ClassArea", "SegmentationMask", "segmentation_layout", "class_map_of",
+           "resize_to_source", "decode_segmentation", "MIN_MAP_SIDE"]
+
+# A map narrower than this is not a per-pixel answer (a [1, 1, 17, 3] keypoint tensor is not a mask).
+MIN_MAP_SIDE = 8
+# More channels than this are not classes of a segmenter (DeepLab has 21, ADE20K 151, COCO-stuff 183).
+MAX_SEG_CLASSES = 1024
+
+
+class SegmentationLayout(str, enum.Enum):
+    CLASS_MAP = "class_map"  # [1, H, W] integers: the arg-max is inside the model
+    SCORES = "scores"  # [1, H, W, C], C >= 2: a score per class
+    FOREGROUND = "foreground"  # [1, H, W, 1] real values: one foreground score per pixel
+
+
+def segmentation_layout(shape: Sequence[int], dtype: Any, quantized: bool = False) -> SegmentationLayout | None:
+    """Which segmentation layout an output of this shape and type holds, or None for none.
+
+    Integer tensors that are not quantized hold class ids; float or quantized tensors hold scores.
+    """
+    s = tuple(int(d) for d in shape)
+    integer = np.issubdtype(np.dtype(dtype), np.integer) and not quantized
+    if len(s) == 4 and s[-1] == 1:
+        s = s[:3]
+        if not integer and len(s) == 3 and s[0] == 1 and min(s[1:]) >= MIN_MAP_SIDE:
+            return SegmentationLayout.FOREGROUND
+    if len(s) == 3 and s[0] == 1 and min(s[1:]) >= MIN_MAP_SIDE:
+        return SegmentationLayout.CLASS_MAP if integer else None
+    if len(s) == 4 and s[0] == 1 and min(s[1:3]) >= MIN_MAP_SIDE and 2 <= s[3] <= MAX_SEG_CLASSES and not integer:
+        return SegmentationLayout.SCORES
+    return None
+
+
+class ClassArea(NamedTuple):
+    """How much of the frame one class covers."""
+
+    id: int
+    label: str
+    area: int  # pixels
+    fraction: float  # of the frame
+
+
+@dataclass(frozen=True)
+class SegmentationMask:
+    """The class of every frame pixel.
+
+    Attributes:
+        class_map: int32 (H, W) class ids in the source frame's pixels.
+        labels: the model's labels by class id (empty when it has none).
+
+    Raises:
+        InputError: ``class_map`` is not a 2-D integer array.
+    """
+
+    class_map: np.ndarray
+    labels: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        m = np.asarray(self.class_map)
+        if m.ndim != 2 or not np.issubdtype(m.dtype, np.integer):
+            raise InputError(f"SegmentationMask expects a 2-D integer class map, got {m.dtype.name} {m.shape}")
+        object.__setattr__(self, "class_map", m.astype(np.int32, copy=False))
+        object.__setattr__(self, "labels", tuple(self.labels))
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of the frame."""
+        return int(self.class_map.shape[1]), int(self.class_map.shape[0])
+
+    def label(self, class_id: int) -> str:
+        return self.labels[class_id] if 0 <= class_id < len(self.labels) and self.labels[class_id] else str(class_id)
+
+    def areas(self) -> np.ndarray:
+        """Pixel count per class id: int64 (max(id) + 1,) or longer, one entry per label."""
+        return np.bincount(self.class_map.ravel(), minlength=len(self.labels))
+
+    def classes(self) -> list[ClassArea]:
+        """The classes present, largest area first."""
+        counts = self.areas()
+        total = max(1, self.class_map.size)
+        ids = np.flatnonzero(counts)
+        ids = ids[np.argsort(-counts[ids], kind="stable")]
+        return [ClassArea(int(i), self.label(int(i)), int(counts[i]), float(counts[i]) / total) for i in ids]
+
+    def mask(self, class_id: int) -> np.ndarray:
+        """bool (H, W): the pixels of one class."""
+        return self.class_map == class_id
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """JSON-ready per-class areas: ``[{"id", "label", "area", "fraction"}, ...]``."""
+        return [{"id": c.id, "label": c.label, "area": c.area, "fraction": round(c.fraction, 5)}
+                for c in self.classes()]
+
+
+def class_map_of(output: np.ndarray, layout: SegmentationLayout, *, threshold: float = 0.5) -> np.ndarray:
+    """A segmentation output (dequantized) -> int32 (h, w) class ids at the model's resolution.
+
+    FOREGROUND scores count as probabilities (class 1 where >= ``threshold``) when they lie in
+    [0, 1], as logits (class 1 where the sigmoid is >= ``threshold``) otherwise.
+
+    Raises:
+        ModelError: the array does not fit the layout, or a class map holds negative ids.
+    """
+    a = np.asarray(output)
+    if a.ndim == 4 and a.shape[-1] == 1:
+        a = a[..., 0]
+    if layout is SegmentationLayout.SCORES:
+        if a.ndim != 4 or a.shape[0] != 1:
+            raise ModelError(f"per-class scores must be [1, H, W, C], got {list(np.shape(output))}")
+        return a[0].argmax(axis=-1).astype(np.int32)
+    if a.ndim != 3 or a.shape[0] != 1:
+        raise ModelError(f"a {layout.value} output must be [1, H, W] or [1, H, W, 1], got {list(np.shape(output))}")
+    if layout is SegmentationLayout.FOREGROUND:
+        s = a[0].astype(np.float32, copy=False)
+        lo, hi = float(s.min()), float(s.max())
+        if lo < 0.0 or hi > 1.0:  # logits: sigmoid(x) >= t  <=>  x >= logit(t)
+            t = np.float32(np.log(threshold / (1.0 - threshold))) if 0.0 < threshold < 1.0 else \
+                np.float32(-np.inf if threshold <= 0 else np.inf)
+            return (s >= t).astype(np.int32)
+        return (s >= np.float32(threshold)).astype(np.int32)
+    m = a[0]
+    if not np.issubdtype(m.dtype, np.integer):
+        if not np.all(m == np.rint(m)):
+            raise ModelError("a class map holds class ids, but this output holds fractions; "
+                             "set \"segmentation\": {\"layout\": \"scores\"} in the model's metadata")
+        m = m.astype(np.int64)
+    if m.size and int(m.min()) < 0:
+        raise ModelError(f"a class map holds class ids >= 0; this one holds {int(m.min())}")
+    return m.astype(np.int32, copy=False)
+
+
+def resize_to_source(small: np.ndarray, transform: PixelMapping) -> np.ndarray:
+    """A (h, w) map over the model input -> (H, W) over the source frame, nearest cell per pixel
+    (letterbox padding dropped, a stretch undone).
+
+    Raises:
+        InputError: the map is not 2-D.
+    """
+    m = np.asarray(small)
+    if m.ndim != 2 or 0 in m.shape:
+        raise InputError(f"expected a 2-D map, got shape {m.shape}")
+    rows, cols = source_grid_indices(transform, (m.shape[1], m.shape[0]))
+    return np.take(np.take(m, rows, axis=0), cols, axis=1)
+
+
+def decode_segmentation(output: np.ndarray, transform: PixelMapping, *, layout: SegmentationLayout | None = None,
+                        labels: Sequence[str] | None = None, threshold: float = 0.5) -> SegmentationMask:
+    """A segmenter's output (dequantized) -> the class of every source-frame pixel.
+
+    ``layout`` None reads it from the array's shape and type (see :func:`segmentation_layout`).
+
+    Raises:
+        ModelError: the output is no segmentation layout, or does not fit the one given.
+    """
+    a = np.asarray(output)
+    if layout is None:
+        layout = segmentation_layout(a.shape, a.dtype)
+        if layout is None:
+            raise ModelError(f"a segmentation output is [1, H, W] class ids or [1, H, W, C] scores; got "
+                             f"{a.dtype.name}{list(a.shape)}")
+    small = class_map_of(a, layout, threshold=threshold)
+    return SegmentationMask(resize_to_source(small, transform), tuple(labels or ()))
