@@ -31,9 +31,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from edgekit.commands.inspect import Cell
-from edgekit.events import EventEmitter, EventKind
-from edgekit.inspect import load_config
+from edgekit.inspect import Cell, load_config
+from edgekit.inspect.events import EventEmitter, EventKind
 from edgekit.sinks.mqtt import MqttConfig, MqttSink
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,9 +139,11 @@ min = 1
 
 
 def fps(cfg: Path) -> float:
-    with Cell(load_config(cfg)) as cell:
-        summary = cell.run()
-    return float(summary.fps)
+    with Cell.from_config(load_config(cfg)) as cell:
+        for _ in cell.run():
+            pass
+    assert cell.summary is not None
+    return float(cell.summary.fps)
 
 
 def main() -> int:

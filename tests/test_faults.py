@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from edgekit.errors import ConfigError, ModelError
-from edgekit.modelwatch import ModelWatcher, find_versions
+from edgekit.inspect.modelwatch import ModelWatcher, find_versions
 from tests.conftest import shared_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -393,7 +393,7 @@ def test_config_paths_are_the_operators_choice_from_the_configs_folder(tmp_path:
 
 def test_network_endpoints_listen_on_localhost_unless_configured(tmp_path: Path) -> None:
     from edgekit.inspect import Triggers, parse_config
-    from edgekit.metrics import Metrics
+    from edgekit.inspect.metrics import Metrics
 
     metrics = Metrics()
     metrics.serve(port=0)

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 
 from edgekit.errors import ConfigError
-from edgekit.metrics import Metrics
+from edgekit.inspect.metrics import Metrics
 
 parser = pytest.importorskip("prometheus_client.parser")
 

@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from edgekit.errors import ModelError
-from edgekit.events import EventKind
-from edgekit.modelwatch import ModelWatcher, find_versions, write_expected_outputs
+from edgekit.inspect.events import EventKind
+from edgekit.inspect.modelwatch import ModelWatcher, find_versions, write_expected_outputs
 from tests.conftest import shared_model
 
 SMALL = "mobilenet_v1_0.25_128_quant.tflite"

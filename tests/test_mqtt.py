@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 
 from edgekit.errors import ConfigError
-from edgekit.events import Event, EventEmitter, EventKind
+from edgekit.inspect.events import Event, EventEmitter, EventKind
 from edgekit.sinks.mqtt import MqttConfig, MqttSink
 
 mqtt = pytest.importorskip("paho.mqtt.client")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from edgekit.inspect import TriggerMode, load_config
-from edgekit.systemd import Watchdog, notify
+from edgekit.inspect.systemd import Watchdog, notify
 from tests.conftest import shared_model
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "raspberrypi"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from edgekit.errors import ConfigError, InputError
-from edgekit.events import Event, EventEmitter, EventKind, SequenceCounter
+from edgekit.inspect.events import Event, EventEmitter, EventKind, SequenceCounter
 from edgekit.sinks.diskqueue import DiskQueue, QueueError, QueueFullError
 from edgekit.sinks.rotating import RotatingConfig, RotatingJsonlSink
 from edgekit.sinks.webhook import WebhookConfig, WebhookSink

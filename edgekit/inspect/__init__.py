@@ -1,39 +1,84 @@
-"""Inspection: zones (polygons in frame pixels), count rules per zone, PASS/FAIL per frame or
-per trigger, and the TOML config that describes a cell::
+"""The inspection wing: a cell that detects, judges and reports, as a library.
 
-    from edgekit.inspect import Inspector, load_config
+Run a whole cell (detector, zones and rules, events to files/MQTT/webhook, metrics, hot model
+updates, systemd watchdog) from its TOML config, without the CLI::
+
+    from edgekit.inspect import Cell, load_config
+
+    with Cell.from_config(load_config("inspection.toml")) as cell:
+        for decision in cell.run(max_frames=300):        # Decision: verdict, frame, trigger
+            print(decision.frame, decision.verdict.label if decision.verdict else decision.error)
+        print(cell.summary.line())
+
+Or only the rules, on boxes from any detector::
 
     config = load_config("inspection.toml")
     with Inspector.from_config(config) as inspector:
         verdict = inspector.check(boxes_xyxy, labels, scores)
         print(verdict.label, [r.to_dict() for r in verdict.failed])
 
-``edgekit inspect --config inspection.toml`` runs it on a camera with event sinks, metrics and
-hot model updates.
+What lives here: ``cell`` (the service), ``engine`` (what the cell needs of a detector),
+``config``/``sinkconfig``/``tomlpos`` (the TOML file), ``rules``/``inspector``/``triggers``
+(zones, rules, PASS/FAIL per frame or trigger), ``events``/``sequence`` (numbered events),
+``metrics`` (Prometheus), ``modelwatch``/``selftest``/``hotswap`` (hot model updates),
+``systemd`` (sd_notify and the watchdog), ``check`` (``edgekit inspect --check``).
+
+Names are loaded on first use, so ``import edgekit.inspect.events`` (as the sinks' users do)
+does not load the config parser or the cell.
 """
 
 from __future__ import annotations
 
-from edgekit.inspect.config import InspectionConfig, load_config, parse_config
-from edgekit.inspect.inspector import Decision, Inspector
-from edgekit.inspect.rules import Anchor, Rule, RuleResult, Verdict, Zone, evaluate
-from edgekit.inspect.triggers import PublishMode, TriggerMode, TriggerRequest, Triggers, TriggerTimeout
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "Anchor",
-    "Decision",
-    "InspectionConfig",
-    "Inspector",
-    "PublishMode",
-    "Rule",
-    "RuleResult",
-    "TriggerMode",
-    "TriggerRequest",
-    "TriggerTimeout",
-    "Triggers",
-    "Verdict",
-    "Zone",
-    "evaluate",
-    "load_config",
-    "parse_config",
-]
+if TYPE_CHECKING:
+    from edgekit.inspect.cell import Cell
+    from edgekit.inspect.check import ConfigCheck, check_config
+    from edgekit.inspect.config import InspectionConfig, load_config, parse_config
+    from edgekit.inspect.engine import CellDetector
+    from edgekit.inspect.events import Event, EventEmitter, EventKind
+    from edgekit.inspect.inspector import Decision, Inspector
+    from edgekit.inspect.rules import Anchor, Rule, RuleResult, Verdict, Zone, evaluate
+    from edgekit.inspect.triggers import PublishMode, TriggerMode, TriggerRequest, Triggers, TriggerTimeout
+
+_WHERE = {
+    "Cell": "cell",
+    "CellDetector": "engine",
+    "ConfigCheck": "check",
+    "check_config": "check",
+    "InspectionConfig": "config",
+    "load_config": "config",
+    "parse_config": "config",
+    "Event": "events",
+    "EventEmitter": "events",
+    "EventKind": "events",
+    "Decision": "inspector",
+    "Inspector": "inspector",
+    "Anchor": "rules",
+    "Rule": "rules",
+    "RuleResult": "rules",
+    "Verdict": "rules",
+    "Zone": "rules",
+    "evaluate": "rules",
+    "PublishMode": "triggers",
+    "TriggerMode": "triggers",
+    "TriggerRequest": "triggers",
+    "TriggerTimeout": "triggers",
+    "Triggers": "triggers",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'edgekit.inspect' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"edgekit.inspect.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

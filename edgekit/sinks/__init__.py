@@ -7,8 +7,9 @@ safe to call twice. The built-in ones::
     from edgekit.sinks.jsonl import JsonlSink              # one JSON line per frame
     from edgekit.sinks.video_writer import VideoWriterSink  # annotated video (MJPG .avi)
 
-Event sinks (MQTT, webhook, rotating files) take :class:`edgekit.events.Event` instead;
-see :mod:`edgekit.events`.
+Event sinks (MQTT, webhook, rotating files) take events instead: any :class:`EventRecord`, such as
+:class:`edgekit.inspect.events.Event` (see :mod:`edgekit.inspect.events`). They depend on this small
+protocol only, so the inspection wing builds on the sinks and never the other way round.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:  # importing the package (e.g. for the MQTT sink) should not pull in OpenCV
     from edgekit.results import FrameResult
 
-__all__ = ["Sink"]
+__all__ = ["EventRecord", "Sink"]
 
 
 @runtime_checkable
@@ -28,3 +29,15 @@ class Sink(Protocol):
     def write(self, result: FrameResult) -> None: ...
 
     def close(self) -> None: ...
+
+
+class EventRecord(Protocol):
+    """What an event sink needs of an event: who sent it, its sequence number, its JSON line."""
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def seq(self) -> int: ...
+
+    def to_json(self) -> str: ...

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Sequence
 
 from edgekit.errors import ConfigError, EdgekitError
-from edgekit.events import Event
+from edgekit.sinks import EventRecord
 from edgekit.sinks.diskqueue import DiskQueue
 
 __all__ = ["MqttConfig", "MqttSink", "MqttStats", "check_topic_part"]
@@ -119,7 +119,7 @@ def _paho() -> Any:
     try:
         import paho.mqtt.client as mqtt
     except ImportError:
-        raise EdgekitError("the MQTT sink needs paho-mqtt 2.x: pip install 'edgekit[mqtt]'") from None
+        raise EdgekitError("the MQTT sink needs paho-mqtt 2.x: pip install 'edgekit-tflite[mqtt]'") from None
     if not hasattr(mqtt, "CallbackAPIVersion"):
         raise EdgekitError("the MQTT sink needs paho-mqtt 2.x (found 1.x): pip install -U 'paho-mqtt>=2'")
     return mqtt
@@ -154,12 +154,12 @@ class MqttSink:
         self._thread.start()
 
     # --- producer side -------------------------------------------------------------------
-    def write(self, event: Event) -> None:
+    def write(self, event: EventRecord) -> None:
         """Queue one event on disk (durable on return); the sender thread publishes it."""
         self.queue.put(event.to_json(), key=event.seq)
         self._wake()
 
-    def write_many(self, events: Sequence[Event]) -> None:
+    def write_many(self, events: Sequence[EventRecord]) -> None:
         """Queue several events in one disk commit (durable on return), in order."""
         self.queue.put_many([(e.to_json(), e.seq) for e in events])
         self._wake()

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import IO, Sequence
 
 from edgekit.errors import ConfigError
-from edgekit.events import Event
-from edgekit.sequence import fsync_dir
+from edgekit.sinks import EventRecord
+from edgekit.sinks.durable import fsync_dir
 
 __all__ = ["RotatingConfig", "RotatingJsonlSink"]
 
@@ -125,7 +125,7 @@ class RotatingJsonlSink:
             fsync_dir(self.dir)
         return self._file
 
-    def write(self, event: Event) -> None:
+    def write(self, event: EventRecord) -> None:
         """Append one event as a line and flush it.
 
         Raises:
@@ -133,7 +133,7 @@ class RotatingJsonlSink:
         """
         self.write_many((event,))
 
-    def write_many(self, events: Sequence[Event]) -> None:
+    def write_many(self, events: Sequence[EventRecord]) -> None:
         """Append events as lines, in order, and flush once.
 
         Raises:

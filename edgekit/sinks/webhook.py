@@ -23,7 +23,7 @@ from email.utils import parsedate_to_datetime
 from typing import Mapping, NamedTuple, Sequence
 
 from edgekit.errors import ConfigError
-from edgekit.events import Event
+from edgekit.sinks import EventRecord
 from edgekit.sinks.diskqueue import DiskQueue, QueueItem
 
 __all__ = ["WebhookConfig", "WebhookSink", "WebhookStats", "RETRY_STATUSES"]
@@ -97,12 +97,12 @@ class WebhookSink:
         self._thread = threading.Thread(target=self._run, name="edgekit-webhook", daemon=True)
         self._thread.start()
 
-    def write(self, event: Event) -> None:
+    def write(self, event: EventRecord) -> None:
         """Queue one event on disk (durable on return); the sender thread POSTs it."""
         self._own(event.device, self.queue.put(event.to_json(), key=event.seq))
         self._wake.set()
 
-    def write_many(self, events: Sequence[Event]) -> None:
+    def write_many(self, events: Sequence[EventRecord]) -> None:
         """Queue several events in one disk commit (durable on return), in order."""
         ids = self.queue.put_many([(e.to_json(), e.seq) for e in events])
         if ids:

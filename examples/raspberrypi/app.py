@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from edgekit.events import EventEmitter, EventKind, SequenceCounter
+from edgekit.inspect.events import EventEmitter, EventKind, SequenceCounter
 from edgekit.inspect import Inspector, load_config
 from edgekit.preprocess import load_image
 from edgekit.sinks.rotating import RotatingConfig, RotatingJsonlSink

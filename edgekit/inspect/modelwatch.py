@@ -14,7 +14,7 @@ thread while the old one keeps serving; the loop calls :meth:`ModelWatcher.acqui
 between two frames and gets the new model from then on. A version that fails is refused
 (and not retried until its file changes) and the old one runs on. Removing the serving
 version's folder rolls back to the highest remaining one. Every switch and refusal is
-logged and reported through ``on_event`` (see :class:`edgekit.events.EventKind`).
+logged and reported through ``on_event`` (see :class:`edgekit.inspect.events.EventKind`).
 
 Deploy a version atomically: copy it to ``models/inspection/.3.tmp`` and rename it to
 ``3`` (names that are not numbers are ignored). A file still growing is not loaded
@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from edgekit.errors import ModelError
-from edgekit.events import EventKind
+from edgekit.inspect.events import EventKind
 from edgekit.runtimes import Model, load_model
-from edgekit.selftest import (ModelRefused, compatible, golden_inputs, run_golden, self_test,
+from edgekit.inspect.selftest import (ModelRefused, compatible, golden_inputs, run_golden, self_test,
                               write_expected_outputs)
 
 __all__ = ["ModelVersion", "ModelWatcher", "ModelRefused", "SelfTest", "find_versions", "self_test",
-           "write_expected_outputs"]  # the last two from edgekit.selftest, re-exported
+           "write_expected_outputs"]  # the last two from edgekit.inspect.selftest, re-exported
 
 log = logging.getLogger(__name__)
 

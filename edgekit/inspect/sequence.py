@@ -1,4 +1,4 @@
-"""Event sequence numbers that only grow, across restarts, and the small durable writes they need."""
+"""Event sequence numbers that only grow, across restarts."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import threading
 from pathlib import Path
 
 from edgekit.errors import ConfigError
+from edgekit.sinks.durable import atomic_write
 
-__all__ = ["SequenceCounter", "atomic_write", "fsync_dir"]
+__all__ = ["SequenceCounter"]
 
 
 class SequenceCounter:
@@ -89,28 +90,3 @@ class SequenceCounter:
             if not self._closed:
                 self._closed = True
                 self._write(self._last, self._last, clean=True)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new content, never half."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or a new file in `folder` durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -31,7 +31,7 @@ def _prometheus() -> Any:
     try:
         import prometheus_client
     except ImportError:
-        raise EdgekitError("metrics need prometheus-client: pip install 'edgekit[metrics]'") from None
+        raise EdgekitError("metrics need prometheus-client: pip install 'edgekit-tflite[metrics]'") from None
     return prometheus_client
 
 

@@ -3,7 +3,7 @@
 A model folder holds golden inputs (``golden/<case>.npy``, arrays of the model's input) that
 every version must run cleanly, and a version may bring what it must output for them
 (``<version>/golden/<case>.npz``, written by :func:`write_expected_outputs` where the model
-was checked). :mod:`edgekit.modelwatch` runs these before switching to a new version.
+was checked). :mod:`edgekit.inspect.modelwatch` runs these before switching to a new version.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every event carries the device id, a sequence number that only grows (across res
 too: it is persisted in a small state file), the model version that produced it, a wall
 clock timestamp, a kind and a payload. A receiver detects a gap from the sequence numbers::
 
-    from edgekit.events import EventEmitter, EventKind, SequenceCounter
+    from edgekit.inspect.events import EventEmitter, EventKind, SequenceCounter
 
     with EventEmitter("cell-4", SequenceCounter("state/seq.json"), sinks=[jsonl, mqtt]) as events:
         events.model_version = "inspection/2"
@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, Protocol
 import numpy as np
 
 from edgekit.errors import InputError
-from edgekit.sequence import SequenceCounter
+from edgekit.inspect.sequence import SequenceCounter
 
 __all__ = ["Event", "EventKind", "EventSink", "EventEmitter", "SequenceCounter", "to_jsonable",
            "SCHEMA_VERSION"]

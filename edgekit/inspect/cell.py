@@ -1,0 +1,311 @@
+"""The inspection cell: detector, zones and rules, events to the sinks, metrics, hot model updates
+and the systemd watchdog, opened in order and closed in reverse. What ``edgekit inspect`` runs::
+
+    from edgekit.inspect import Cell, load_config
+
+    with Cell.from_config(load_config("inspection.toml")) as cell:
+        for decision in cell.run(max_frames=300):      # one Decision per published verdict
+            print(decision.frame, decision.verdict.label if decision.verdict else decision.error)
+        print(cell.summary.line())                       # the loop's figures (fps, latency, drops)
+
+Every decision is also an event in the configured sinks (files, MQTT, webhook), numbered
+across restarts. :meth:`Cell.stop` (from a signal handler or another thread) ends
+:meth:`Cell.run` after the frames already inferred.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from edgekit.inspect.config import InspectionConfig
+from edgekit.inspect.engine import CellDetector, ResultStream
+from edgekit.inspect.events import EventEmitter, EventKind, EventSink, SequenceCounter
+from edgekit.inspect.inspector import Decision, Inspector
+from edgekit.inspect.metrics import Metrics
+from edgekit.inspect.systemd import Watchdog
+
+if TYPE_CHECKING:  # OpenCV and the loop load when a cell opens, not when edgekit.inspect is imported
+    from edgekit.loop import LoopSummary
+    from edgekit.results import FrameResult
+    from edgekit.tasks import DetectorOptions
+    from edgekit.video import SourceSpec, VideoSource
+
+__all__ = ["Cell", "source_spec", "config_sinks"]
+
+
+def source_spec(config: InspectionConfig) -> SourceSpec:
+    """The video source the config's ``[source]`` describes.
+
+    Raises:
+        SourceError: the source is malformed (a bad URL, say).
+    """
+    from edgekit.video import SourceKind, SourceSpec, parse_source
+
+    s = config.source
+    kw: dict[str, Any] = dict(width=s.width, height=s.height, fps=s.fps, realtime=s.realtime)
+    if s.picamera:
+        return SourceSpec(SourceKind.PICAMERA, "picamera2", **kw)
+    if s.camera is not None:
+        return SourceSpec(SourceKind.CAMERA, s.camera, **kw)
+    return parse_source(s.target, **kw)
+
+
+def config_sinks(config: InspectionConfig) -> list[EventSink]:
+    """The event sinks of the config's ``[sinks.*]`` tables, opened (closed again on an error).
+
+    Raises:
+        ConfigError: a sink cannot be set up (a folder that cannot be written, a bad broker address).
+    """
+    from edgekit.sinks.mqtt import MqttSink
+    from edgekit.sinks.rotating import RotatingJsonlSink
+    from edgekit.sinks.webhook import WebhookSink
+
+    s = config.sinks
+    out: list[EventSink] = []
+    try:
+        if s.jsonl is not None:
+            out.append(RotatingJsonlSink(s.jsonl))
+        if s.mqtt is not None:
+            out.append(MqttSink(s.mqtt))
+        if s.webhook is not None:
+            out.append(WebhookSink(s.webhook))
+    except BaseException:
+        for sink in out:
+            sink.close()
+        raise
+    return out
+
+
+class Cell:
+    """Everything one inspection cell runs. A context manager: ``with`` opens it, leaving closes it.
+
+    Args:
+        config: the cell's config (:func:`edgekit.inspect.load_config`).
+        model_dir: serve this versioned model folder (hot updates) instead of the config's model.
+        detector: run on this engine instead of opening the config's model (the caller keeps
+            it and closes it); any :class:`~edgekit.inspect.engine.CellDetector`.
+        source: read frames from here instead of the config's ``[source]``.
+        sinks: more event sinks, beside the config's; the cell closes them.
+
+    Raises (when opened):
+        ConfigError: a rule names a label the model lacks; the state folder, a sink or the
+            metrics port cannot be set up.
+        ModelError: no model is configured, or it cannot serve (missing, corrupt, not a detector).
+    """
+
+    def __init__(self, config: InspectionConfig, *, model_dir: str | None = None,
+                 detector: CellDetector | None = None, source: VideoSource | SourceSpec | None = None,
+                 sinks: Sequence[EventSink] = ()) -> None:
+        self.config = config
+        self.model_dir = model_dir or config.model.dir
+        self.watchdog = Watchdog()
+        self.metrics: Metrics | None = None
+        self.published = 0  # decisions published as events so far
+        self._given_detector = detector
+        self._given_source = source
+        self._extra_sinks = list(sinks)
+        self._stack = contextlib.ExitStack()
+        self._stream: ResultStream | None = None
+        self._summary: LoopSummary | None = None
+        self._opened = False
+
+    @classmethod
+    def from_config(cls, config: InspectionConfig, *, model_dir: str | None = None) -> Cell:
+        """The cell the config describes (its model, source and sinks). Open it with ``with``."""
+        return cls(config, model_dir=model_dir)
+
+    # --- opening ------------------------------------------------------------------------
+    def __enter__(self) -> Cell:
+        return self.open()
+
+    def open(self) -> Cell:
+        """Open the events, sinks, metrics, detector and triggers (what ``with`` does)."""
+        if self._opened:
+            return self
+        try:
+            self._open()
+        except BaseException:
+            self._stack.close()
+            raise
+        self._opened = True
+        return self
+
+    def _open(self) -> None:
+        from edgekit.errors import ModelError
+
+        cfg, stack = self.config, self._stack
+        state = Path(cfg.state_dir)
+        state.mkdir(parents=True, exist_ok=True)
+        # background: the loop's output stage hands events over and never waits on a disk or network
+        self.events = stack.enter_context(EventEmitter(cfg.device, SequenceCounter(state / "sequence.json"),
+                                                       background=True))
+        for sink in [*config_sinks(cfg), *self._extra_sinks]:
+            self.events.add_sink(sink)
+        if cfg.metrics.enabled:
+            self.metrics = stack.enter_context(Metrics(device=cfg.device))
+            self.metrics.serve(cfg.metrics.port, cfg.metrics.host)
+        skipped = self.events.counter.may_have_skipped
+        self.events.emit(EventKind.STATUS, {"state": "starting", "config": cfg.path, "may_have_skipped": skipped})
+        if self._given_detector is not None:
+            self.detector: CellDetector = self._given_detector
+        elif self.model_dir:
+            self.detector = stack.enter_context(contextlib.closing(self._hot_swap(self._options())))
+        elif cfg.model.path:
+            self.detector = stack.enter_context(contextlib.closing(self._fixed(self._options())))
+        else:
+            raise ModelError("no model: set [model] path or dir in the config, or pass --model-dir")
+        if not self.model_dir:
+            # A fixed file has no version folder: name it by its content, so events still tell
+            # which model judged them and a replaced file shows up as a new version.
+            path = Path(self.detector.model.path)
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+            self.events.model_version = f"{path.stem}@{digest}"
+        labels = self.detector.labels
+        if labels:
+            cfg.check_labels(list(labels))
+        self.inspector = stack.enter_context(Inspector.from_config(cfg))
+
+    def _options(self) -> DetectorOptions:
+        from edgekit.tasks import DetectorOptions
+
+        cfg = self.config
+        # The detector keeps what any rule may count; each rule then applies its own threshold.
+        lowest = min([cfg.model.threshold, *(r.min_score for r in cfg.rules if r.min_score is not None)])
+        return DetectorOptions(model=cfg.model.path or "", labels=cfg.model.labels, delegate=cfg.model.delegate,
+                               num_threads=cfg.model.threads, threshold=lowest)
+
+    def _fixed(self, options: DetectorOptions) -> CellDetector:
+        from edgekit.tasks import Detector
+
+        return Detector(options)
+
+    def _hot_swap(self, options: DetectorOptions) -> CellDetector:
+        from edgekit.inspect.hotswap import HotSwapEngine
+        from edgekit.inspect.modelwatch import ModelWatcher
+
+        def on_model_event(kind: EventKind, payload: dict[str, Any]) -> None:
+            if kind is EventKind.MODEL_SWITCH:
+                self.events.model_version = payload["to"]
+                if self.metrics is not None:
+                    self.metrics.set_model(payload["name"], payload["version"], payload["path"],
+                                           payload.get("backend", ""), payload.get("delegate", ""))
+            if self.metrics is not None:
+                self.metrics.model_switches.labels("switched" if kind is EventKind.MODEL_SWITCH else "refused").inc()
+            self.events.emit(kind, payload)
+
+        cfg = self.config.model
+        watcher = ModelWatcher(self.model_dir, delegate=cfg.delegate, num_threads=cfg.threads,  # type: ignore[arg-type]
+                               poll_seconds=cfg.poll_seconds, on_event=on_model_event)
+        watcher.start()
+        try:
+            return HotSwapEngine(watcher, options)
+        except BaseException:
+            watcher.close()
+            raise
+
+    # --- running ------------------------------------------------------------------------
+    def _open_stream(self, max_frames: int | None, duration: float | None) -> ResultStream:
+        from edgekit.video import VideoSource
+
+        given = self._given_source
+        source = given if isinstance(given, VideoSource) else VideoSource(given or source_spec(self.config))
+        self._stack.callback(source.close)
+        stream = self.detector.stream(source, max_frames=max_frames, duration=duration)
+        if self.metrics is not None and not self.model_dir:
+            m = self.detector.model
+            name, _, version = (self.events.model_version or "").partition("@")
+            self.metrics.set_model(name, version, m.path, m.backend.name, m.delegate.value)
+        return stream
+
+    def run(self, max_frames: int | None = None, duration: float | None = None) -> Iterator[Decision]:
+        """Process frames until the source ends, a limit is reached or :meth:`stop` is called;
+        yields each decision as it is published (an event has been queued for the sinks).
+
+        Iterate it to run the cell; :attr:`summary` holds the loop's figures afterwards.
+
+        Raises (while iterating):
+            SourceError: the source fails for good. ModelError: inference fails.
+            ConfigError: a zone lies outside the frames the source delivers.
+        """
+        if not self._opened:
+            raise RuntimeError("open the cell first: `with Cell.from_config(config) as cell: ...`")
+        self._stream = stream = self._open_stream(max_frames, duration)
+        processed, checked_frame, last_queue = 0, False, 0.0
+        try:
+            with contextlib.closing(stream):
+                self.watchdog.ready(f"inspecting {self.config.source.target}")
+                for result in stream:
+                    self.watchdog.ping()
+                    processed += 1
+                    if not checked_frame and result.frame is not None:
+                        h, w = result.frame.shape[:2]
+                        self.config.check_frame(w, h)
+                        checked_frame = True
+                    d = result.detections
+                    for decision in self.inspector.process(d.xyxy, d.labels, d.scores, frame=result.index,
+                                                           captured_at=result.capture_ts):
+                        if self._publish(decision):
+                            yield decision
+                    self._observe(result, processed)
+                    if time.monotonic() - last_queue > 1.0:
+                        self._queue_gauges()
+                        last_queue = time.monotonic()
+        finally:
+            self._summary = stream.summary
+
+    @property
+    def summary(self) -> LoopSummary | None:
+        """The loop's figures of the last :meth:`run` (None before one)."""
+        return self._summary if self._stream is None or self._summary is not None else self._stream.summary
+
+    def _publish(self, decision: Decision) -> bool:
+        if self.metrics is not None and decision.verdict is not None:
+            self.metrics.observe_verdict(decision.verdict.passed)
+        if decision.publish:
+            self.published += 1
+            self.events.emit(EventKind.INSPECTION, decision.to_payload())
+        return decision.publish
+
+    def _observe(self, result: FrameResult, processed: int) -> None:
+        if self.metrics is None:
+            return
+        captured = result.index + 1  # frame indices count every frame the source produced
+        self.metrics.frame_counts(captured=captured, processed=processed, dropped=max(0, captured - processed))
+        self.metrics.observe_inference(result.stages.inference / 1e3)
+        self.metrics.observe_capture_to_result(result.latency_ms / 1e3)
+
+    def _queue_gauges(self) -> None:
+        if self.metrics is None:
+            return
+        for sink in self.events.sinks:
+            queue = getattr(sink, "queue", None)
+            if queue is not None:
+                self.metrics.set_queued(type(sink).__name__.replace("Sink", "").lower(), len(queue))
+        if self.events.last_error:
+            self.metrics.record_error("sinks", self.events.last_error)
+            self.events.last_error = None
+
+    # --- stopping -----------------------------------------------------------------------
+    def stop(self, reason: str) -> None:
+        """End :meth:`run` soon (safe from a signal handler or another thread)."""
+        if self._stream is not None:
+            self._stream.stop(reason)
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Publish the "stopped" status and close everything, newest first (safe twice)."""
+        if not self._opened:
+            return
+        self._opened = False
+        self.watchdog.stopping()
+        try:
+            self.events.emit(EventKind.STATUS, {"state": "stopped", "decisions": self.published,
+                                                "error": str(error) if error else None})
+        finally:
+            self._stack.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(exc[1] if isinstance(exc[1], BaseException) else None)
