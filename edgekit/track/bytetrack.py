@@ -1,0 +1,313 @@
+"""ByteTrack: multi-object tracking by associating every detection box, the weak ones too.
+
+Each frame (Zhang et al., "ByteTrack", ECCV 2022):
+
+1. The detections are split at ``high_threshold``: high-score boxes, and low-score boxes above
+   ``low_threshold`` (often the same object, partly hidden or blurred).
+2. Every tracked and recently lost track predicts its box with a constant-velocity Kalman filter
+   on (cx, cy, a, h) and is matched to the high-score boxes by IoU (weighted by the score), with
+   the Hungarian method; matches costing more than ``match_threshold`` are refused.
+3. Tracks still unmatched are matched to the low-score boxes (IoU above 0.5); those still
+   unmatched are lost, and removed after ``lost_buffer`` frames without a match.
+4. Tentative tracks (one frame old) are matched to the remaining high-score boxes; a new track
+   starts from a box scoring at least ``new_track_threshold``.
+5. A track gets its id once it was matched ``min_frames`` frames running.
+
+The steps, their order and their constants follow the reference implementation (the one supervision
+carried up to 0.30); ``tests/edgekit/track`` compares the track ids of both on the same detections.
+Numpy only (SciPy, when installed, solves the assignment)::
+
+    tracker = ByteTracker()
+    for r in detector.stream(source):
+        tracked = tracker.update(r.detections)
+        for d, track_id in zip(tracked.detections, tracked.track_ids):
+            ...   # track_id -1: the box is not (yet) on a confirmed track
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from edgekit.errors import InputError
+from edgekit.results import Detections
+from edgekit.track.assign import box_iou, linear_assignment
+from edgekit.track.kalman import KalmanXYAH, xyah_to_xyxy, xyxy_to_xyah
+
+__all__ = ["ByteTracker", "Track", "TrackerOptions", "TrackState", "Tracked"]
+
+
+class TrackState(enum.Enum):
+    NEW = 0
+    TRACKED = 1
+    LOST = 2
+    REMOVED = 3
+
+
+@dataclass(frozen=True)
+class TrackerOptions:
+    """ByteTrack's settings (defaults: the reference implementation's).
+
+    Raises:
+        InputError: a threshold outside 0..1, ``low_threshold`` above ``high_threshold``, or a
+            count below 1.
+    """
+
+    high_threshold: float = 0.25  # boxes scoring above it take part in the first association
+    low_threshold: float = 0.1  # boxes between the two are used only to keep existing tracks
+    new_track_threshold: float | None = None  # a new track needs this score (None: high + 0.1)
+    match_threshold: float = 0.8  # highest (1 - IoU x score) cost accepted in the first association
+    lost_buffer: int = 30  # frames a lost track is kept for re-identification
+    min_frames: int = 1  # consecutive matched frames before a track gets its id
+
+    def __post_init__(self) -> None:
+        for name in ("high_threshold", "low_threshold", "match_threshold"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise InputError(f"TrackerOptions.{name} must be within 0..1, got {value!r}")
+        if self.low_threshold > self.high_threshold:
+            raise InputError(f"TrackerOptions.low_threshold ({self.low_threshold}) must not exceed "
+                             f"high_threshold ({self.high_threshold})")
+        if self.lost_buffer < 1 or self.min_frames < 1:
+            raise InputError(f"TrackerOptions.lost_buffer and min_frames must be >= 1, got {self.lost_buffer} "
+                             f"and {self.min_frames}")
+
+    @property
+    def start_threshold(self) -> float:
+        return self.high_threshold + 0.1 if self.new_track_threshold is None else self.new_track_threshold
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """One frame's detections with the id of the track each one belongs to (-1: none yet).
+
+    ``ended`` lists the ids of tracks removed in this frame (gone longer than the lost buffer).
+    """
+
+    detections: Detections
+    track_ids: np.ndarray
+    ended: tuple[int, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.detections)
+
+    def confirmed(self) -> Tracked:
+        """Only the detections on a confirmed track."""
+        keep = self.track_ids >= 0
+        return self if keep.all() else Tracked(self.detections[keep], self.track_ids[keep], self.ended)
+
+    def to_list(self, ndigits: int = 2) -> list[dict[str, Any]]:
+        """JSON-ready detections, each with ``track_id`` (None when not on a confirmed track)."""
+        rows = self.detections.to_list(ndigits)
+        for row, tid in zip(rows, self.track_ids.tolist()):
+            row["track_id"] = tid if tid >= 0 else None
+        return rows
+
+
+class Track(NamedTuple):
+    """A confirmed track in the current frame: its filtered box (x1, y1, x2, y2), the score of the
+    detection it took and that detection's row in the frame's Detections."""
+
+    track_id: int
+    box: tuple[float, float, float, float]
+    score: float
+    detection: int
+
+
+class _Track:
+    """One track's mutable state (internal)."""
+
+    __slots__ = ("mean", "cov", "score", "state", "activated", "key", "track_id", "frame", "start", "streak",
+                 "det")
+
+    def __init__(self, box: np.ndarray, score: float, det: int) -> None:
+        self.mean: np.ndarray = xyxy_to_xyah(box)
+        self.cov: np.ndarray | None = None
+        self.score, self.det = score, det
+        self.state, self.activated = TrackState.NEW, False
+        self.key, self.track_id, self.frame, self.start, self.streak = -1, -1, 0, 0, 0
+
+    @property
+    def box(self) -> np.ndarray:
+        return xyah_to_xyxy(self.mean[:4])
+
+
+class ByteTracker:
+    """Gives each object a track id that stays with it from frame to frame.
+
+    Class-agnostic, like ByteTrack: filter the detections to the classes to track first.
+    ``update`` once per frame, in order; a frame with no detections is still an update.
+    """
+
+    def __init__(self, options: TrackerOptions | None = None) -> None:
+        self.options = options or TrackerOptions()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every track (a new video); ids start at 1 again."""
+        self._frame = 0
+        self._tracked: list[_Track] = []
+        self._lost: list[_Track] = []
+        self._removed: list[_Track] = []
+        self._next_key, self._next_id = 0, 1
+
+    @property
+    def frame_count(self) -> int:
+        return self._frame
+
+    def tracks(self) -> list[Track]:
+        """The confirmed tracks matched in the last frame, with their Kalman-filtered boxes."""
+        return [Track(t.track_id, tuple(float(v) for v in t.box), t.score, t.det)  # type: ignore[arg-type]
+                for t in self._tracked if t.activated]
+
+    def update(self, detections: Detections) -> Tracked:
+        """Associate one frame's detections with the tracks; returns them with their track ids.
+
+        Raises:
+            InputError: ``detections`` is not a :class:`~edgekit.results.Detections`.
+        """
+        if not isinstance(detections, Detections):
+            raise InputError(f"ByteTracker.update expects edgekit Detections, got {type(detections).__name__}")
+        o = self.options
+        self._frame += 1
+        boxes, scores = detections.xyxy.astype(np.float64), detections.scores.astype(np.float64)
+        high = [_Track(boxes[i], float(scores[i]), i) for i in np.nonzero(scores > o.high_threshold)[0]]
+        low = [_Track(boxes[i], float(scores[i]), i)
+               for i in np.nonzero((scores > o.low_threshold) & (scores < o.high_threshold))[0]]
+        for t in self._tracked + self._lost:
+            t.det = -1
+        unconfirmed = [t for t in self._tracked if not t.activated]
+        pool = _join([t for t in self._tracked if t.activated], self._lost)
+        self._predict(pool)
+        updated: list[_Track] = []  # matched while tracked, or new
+        refound: list[_Track] = []  # matched while lost
+        lost_now: list[_Track] = []
+        removed: list[_Track] = []
+
+        # First association: confirmed and lost tracks with the high-score boxes.
+        matches, rest_tracks, rest_high = linear_assignment(_fused_cost(pool, high), o.match_threshold)
+        for ti, di in matches:
+            (refound if self._take(pool[ti], high[di]) else updated).append(pool[ti])
+        # Second: tracks still tracked last frame with the low-score boxes.
+        remaining = [pool[i] for i in rest_tracks if pool[i].state is TrackState.TRACKED]
+        matches, rest_tracks, _ = linear_assignment(_iou_cost(remaining, low), 0.5)
+        for ti, di in matches:
+            (refound if self._take(remaining[ti], low[di]) else updated).append(remaining[ti])
+        for i in rest_tracks:
+            if remaining[i].state is not TrackState.LOST:
+                remaining[i].state = TrackState.LOST
+                lost_now.append(remaining[i])
+        # Tentative tracks with the high-score boxes left over.
+        high = [high[i] for i in rest_high]
+        matches, rest_unconfirmed, rest_high = linear_assignment(_fused_cost(unconfirmed, high), 0.7)
+        for ti, di in matches:
+            self._take(unconfirmed[ti], high[di])
+            updated.append(unconfirmed[ti])
+        for i in rest_unconfirmed:
+            unconfirmed[i].state = TrackState.REMOVED
+            removed.append(unconfirmed[i])
+        # New tracks from strong boxes nobody claimed.
+        for i in rest_high:
+            if high[i].score >= o.start_threshold:
+                self._start(high[i])
+                updated.append(high[i])
+        for t in self._lost:
+            if self._frame - t.frame > o.lost_buffer:
+                t.state = TrackState.REMOVED
+                removed.append(t)
+
+        # As in the reference, a track removed for age leaves the lost list one frame later (and
+        # can still be found again in that frame).
+        tracked = _join(_join([t for t in self._tracked if t.state is TrackState.TRACKED], updated), refound)
+        kept = {t.key for t in tracked}
+        dropping = {t.key for t in self._removed}
+        lost = [t for t in self._lost if t.key not in kept] + lost_now
+        ended = tuple(sorted(t.track_id for t in lost if t.key in dropping and t.track_id >= 0))
+        self._removed = removed
+        self._tracked, self._lost = _drop_duplicates(tracked, [t for t in lost if t.key not in dropping])
+        ids = np.full(len(detections), -1, dtype=np.int64)
+        for t in self._tracked:
+            if t.activated and t.det >= 0:
+                ids[t.det] = t.track_id
+        return Tracked(detections, ids, ended)
+
+    def _predict(self, tracks: list[_Track]) -> None:
+        if not tracks:
+            return
+        means = np.stack([t.mean for t in tracks])
+        for i, t in enumerate(tracks):
+            if t.state is not TrackState.TRACKED:
+                means[i, 7] = 0.0  # a lost box keeps its place and size, not its growth
+        means, covs = KalmanXYAH.predict(means, np.stack([t.cov for t in tracks]))
+        for t, mean, cov in zip(tracks, means, covs):
+            t.mean, t.cov = mean, cov
+
+    def _take(self, track: _Track, det: _Track) -> bool:
+        """Correct ``track`` with the box ``det`` (a match); True when the track was lost."""
+        track.mean, track.cov = KalmanXYAH.update(track.mean, track.cov, det.mean[:4])
+        track.score, track.det, track.frame = det.score, det.det, self._frame
+        if track.state is TrackState.TRACKED:
+            track.streak += 1
+            if track.streak == self.options.min_frames:
+                track.activated = True
+                if track.track_id < 0:
+                    track.track_id = self._new_id()
+            return False
+        track.streak, track.state = 0, TrackState.TRACKED  # found again after being lost
+        return True
+
+    def _start(self, det: _Track) -> None:
+        det.key, self._next_key = self._next_key, self._next_key + 1
+        det.mean, det.cov = KalmanXYAH.initiate(det.mean[:4])
+        det.state, det.streak = TrackState.TRACKED, 0
+        det.activated = self._frame == 1
+        if self.options.min_frames == 1:
+            det.track_id = self._new_id()
+        det.frame = det.start = self._frame
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id - 1
+
+
+def _boxes(tracks: list[_Track]) -> np.ndarray:
+    return np.array([t.box for t in tracks]).reshape(-1, 4)
+
+
+def _iou_cost(tracks: list[_Track], dets: list[_Track]) -> np.ndarray:
+    if not tracks or not dets:
+        return np.zeros((len(tracks), len(dets)))
+    return 1.0 - box_iou(_boxes(tracks), _boxes(dets))
+
+
+def _fused_cost(tracks: list[_Track], dets: list[_Track]) -> np.ndarray:
+    """1 - IoU x detection score: a weak box must overlap better to win."""
+    cost = _iou_cost(tracks, dets)
+    if cost.size == 0:
+        return cost
+    return 1.0 - (1.0 - cost) * np.array([d.score for d in dets])[None, :]
+
+
+def _join(a: list[_Track], b: list[_Track]) -> list[_Track]:
+    seen: set[int] = set()
+    out = []
+    for t in a + b:
+        if t.key not in seen:
+            seen.add(t.key)
+            out.append(t)
+    return out
+
+
+def _drop_duplicates(tracked: list[_Track], lost: list[_Track]) -> tuple[list[_Track], list[_Track]]:
+    """A lost track sitting on a tracked one (IoU > 0.85): keep whichever was followed longer."""
+    cost = _iou_cost(tracked, lost)
+    drop_a, drop_b = set(), set()
+    for i, j in zip(*np.nonzero(cost < 0.15)):
+        if tracked[i].frame - tracked[i].start > lost[j].frame - lost[j].start:
+            drop_b.add(j)
+        else:
+            drop_a.add(i)
+    return [t for i, t in enumerate(tracked) if i not in drop_a], [t for j, t in enumerate(lost) if j not in drop_b]

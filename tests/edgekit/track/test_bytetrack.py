@@ -1,0 +1,133 @@
+"""ByteTracker: the same tracks as the reference ByteTrack (supervision <= 0.30), ids that follow
+objects through misses and crossings, the assignment solver, bad options."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgekit.errors import InputError
+from edgekit.results import Detections
+from edgekit.track import ByteTracker, TrackerOptions
+from edgekit.track.assign import box_iou, linear_assignment, solve_numpy
+
+
+def _reference():
+    sv = pytest.importorskip("supervision", reason="supervision (the reference ByteTrack) is not installed")
+    if not hasattr(sv, "ByteTrack"):
+        pytest.skip(f"supervision {sv.__version__} has no ByteTrack (removed in 0.31): pip install 'supervision<0.31'")
+    return sv
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("min_frames", [1, 3])
+def test_same_tracks_as_the_reference(make_belt, seed, min_frames):
+    """Frame by frame the confirmed tracks agree with the reference: the same filtered boxes and the same
+    grouping of boxes into tracks (ids may be numbered differently)."""
+    sv = _reference()
+    frames, _ = make_belt(seed, n_objects=10)
+    ours = ByteTracker(TrackerOptions(min_frames=min_frames))
+    ref = sv.ByteTrack(minimum_consecutive_frames=min_frames, frame_rate=30)
+    ours_to_ref: dict[int, int] = {}
+    ref_to_ours: dict[int, int] = {}
+    compared = 0
+    for i, dets in enumerate(frames):
+        ours.update(dets)
+        a = sorted((t.box, t.track_id) for t in ours.tracks())
+        b = sorted((tuple(s.tlbr), s.external_track_id)
+                   for s in ref.update_with_tensors(np.hstack([dets.xyxy, dets.scores[:, None]]).astype(np.float64)))
+        assert len(a) == len(b), f"frame {i}: {len(a)} tracks here, {len(b)} in the reference"
+        for (box_a, id_a), (box_b, id_b) in zip(a, b):
+            np.testing.assert_allclose(box_a, box_b, atol=1e-3, err_msg=f"frame {i}")
+            assert ours_to_ref.setdefault(id_a, id_b) == id_b and ref_to_ours.setdefault(id_b, id_a) == id_a, \
+                f"frame {i}: track {id_a} here is track {id_b} in the reference, which was another track before"
+        compared += len(a)
+    assert compared > 300 and len(ours_to_ref) >= 8
+
+
+def _purity(frames, owners, tracker):
+    """Each track id follows one object, and each object has few ids."""
+    ids_of: dict[int, set[int]] = {}
+    owner_of: dict[int, set[int]] = {}
+    for dets, who in zip(frames, owners):
+        tracked = tracker.update(dets)
+        assert tracked.detections is dets and tracked.track_ids.shape == (len(dets),)
+        for tid, obj in zip(tracked.track_ids.tolist(), who.tolist()):
+            if tid >= 0 and obj >= 0:
+                owner_of.setdefault(tid, set()).add(obj)
+                ids_of.setdefault(obj, set()).add(tid)
+    return ids_of, owner_of
+
+
+@pytest.mark.parametrize("seed", [0, 5, 9])
+def test_ids_follow_objects_through_misses_and_crossings(make_belt, seed):
+    frames, owners = make_belt(seed, n_objects=8, miss=0.1)
+    ids_of, owner_of = _purity(frames, owners, ByteTracker())
+    assert all(len(objs) == 1 for objs in owner_of.values()), owner_of  # no id jumps to another object
+    assert len(ids_of) >= 7
+    assert sum(len(ids) for ids in ids_of.values()) <= len(ids_of) + 1  # at most one object split in two
+
+
+def _ids(tracker, frames):
+    """The track id of one box moving right, in the frames where ``frames`` is 1 (None elsewhere)."""
+    box = np.array([[10, 10, 60, 60]], np.float32)
+    out = []
+    for t, on in enumerate(frames):
+        tracked = tracker.update(Detections(box + [4 * t, 0, 4 * t, 0], [0.9], [0]) if on else Detections.empty())
+        out.append(int(tracked.track_ids[0]) if on else None)
+    return out
+
+
+def test_min_frames_holds_back_ids_and_ended_reports_removed_tracks():
+    assert _ids(ByteTracker(), [1, 1, 1]) == [1, 1, 1]  # the first frame confirms at once, as in ByteTrack
+    assert _ids(ByteTracker(), [0, 1, 1]) == [None, -1, 1]  # later, a box needs a second frame
+    tracker = ByteTracker(TrackerOptions(min_frames=3, lost_buffer=2))
+    assert _ids(tracker, [1] * 6) == [-1, -1, -1, 1, 1, 1]
+    ended = [tracker.update(Detections.empty()).ended for _ in range(5)]
+    assert sum(ended, ()) == (1,)
+
+
+def test_tracked_to_list_adds_track_id():
+    tracker = ByteTracker()
+    tracked = tracker.update(Detections([[0, 0, 10, 10], [50, 50, 60, 60]], [0.9, 0.05], [0, 1], ("part", "dent")))
+    rows = tracked.to_list()
+    assert [r["track_id"] for r in rows] == [1, None] and rows[0]["label"] == "part"
+    assert len(tracked.confirmed()) == 1
+
+
+def test_numpy_solver_is_optimal_like_scipy():
+    scipy_opt = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(0)
+    for t in range(300):
+        n, m = rng.integers(1, 9, 2)
+        cost = rng.random((n, m))
+        if t % 3 == 0:
+            cost = np.round(cost, 1)  # ties
+        r1, c1 = scipy_opt.linear_sum_assignment(cost)
+        r2, c2 = solve_numpy(cost)
+        assert len(r2) == min(n, m) and len(set(c2.tolist())) == len(c2) and len(set(r2.tolist())) == len(r2)
+        assert cost[r2, c2].sum() == pytest.approx(cost[r1, c1].sum())
+
+
+def test_linear_assignment_refuses_costly_pairs():
+    cost = np.array([[0.1, 0.9], [0.95, 0.99], [0.85, 0.2]])
+    matches, rows, cols = linear_assignment(cost, 0.8)
+    assert matches.tolist() == [[0, 0], [2, 1]] and rows.tolist() == [1] and cols.tolist() == []
+    assert linear_assignment(np.zeros((0, 3)), 0.8)[2].tolist() == [0, 1, 2]
+    assert box_iou([[0, 0, 10, 10]], [[5, 0, 15, 10], [20, 20, 20, 30]]).tolist() == [[pytest.approx(1 / 3), 0.0]]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"high_threshold": 1.5}, "high_threshold must be within 0..1"),
+    ({"low_threshold": 0.5, "high_threshold": 0.3}, "must not exceed"),
+    ({"lost_buffer": 0}, "must be >= 1"),
+    ({"min_frames": 0}, "must be >= 1"),
+])
+def test_bad_options(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        TrackerOptions(**kwargs)
+
+
+def test_update_takes_detections_only():
+    with pytest.raises(InputError, match="expects edgekit Detections, got ndarray"):
+        ByteTracker().update(np.zeros((1, 5)))  # type: ignore[arg-type]
