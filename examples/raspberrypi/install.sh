@@ -1,41 +1,44 @@
 #!/usr/bin/env bash
-# Install edgekit as an inspection service on Raspberry Pi OS Bookworm (64- or 32-bit).
+# Install edgekit as an inspection service on Raspberry Pi OS Bookworm (see README.md beside it).
 #
-#   sudo bash install.sh                 # install, enable the service (it starts on the next boot)
-#   bash install.sh --dry-run            # print every command, change nothing (no root needed)
-#   sudo bash install.sh --edgetpu       # also Coral's Edge TPU runtime (libedgetpu1-std)
-#   sudo bash install.sh --start         # start the service now (edit /etc/edgekit/inspection.toml first)
+# Usage: sudo bash install.sh [options]
 #
-# Options: --package SPEC  what pip installs (default "edgekit[mqtt,metrics]"; a wheel or a checkout works)
-#          --prefix DIR    venv and models (default /opt/edgekit)
-#          --user NAME     service user (default edgekit)
-#          --edgetpu-max   libedgetpu1-max instead of -std (faster, hotter: cool the Coral)
+#   sudo bash install.sh            install from the clone this script sits in, enable the service
+#   bash install.sh --dry-run       print every command, change nothing (no root needed)
+#   sudo bash install.sh --start    also start the service now (if the config check passes)
+#
+# Options:
+#   --package SPEC   what pip installs instead of this clone: a wheel file or a checkout path,
+#                    e.g. ./edgekit_tflite-0.1.0-py3-none-any.whl[mqtt,metrics], or an index
+#                    name such as "edgekit-tflite[mqtt,metrics]" (never the bare name "edgekit":
+#                    on the package index that is another project)
+#   --prefix DIR     virtual environment and model folder (default /opt/edgekit)
+#   --user NAME      service user, and the group of the people who operate it (default edgekit)
+#   --edgetpu        also Coral's Edge TPU runtime libedgetpu1-std from Coral's apt repository
+#   --edgetpu-max    libedgetpu1-max instead (faster, hotter: cool the Coral)
+#   --root DIR       install into DIR as if it were / (a staging tree; the test suite uses it):
+#                    /etc, /var/lib, /run and /usr/local/bin go below DIR, and the unit and the
+#                    config name those paths; the service user is still a real user
+#   --dry-run        print the commands instead of running them
+#   --start          start (restart) the service at the end
+#   -h, --help       this text
+#
+# The user who runs it through sudo joins the service's group: after logging in again they
+# may touch the trigger file and read events. Other operators: sudo usermod -aG edgekit NAME.
 set -euo pipefail
 
-DRY_RUN=0
-START=0
-EDGETPU=""
-PACKAGE="edgekit[mqtt,metrics]"
-PREFIX=/opt/edgekit
-SERVICE_USER=edgekit
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+EXTRAS="mqtt,metrics"
+# Debian's Python, the one apt's python3-venv and python3-picamera2 belong to (not whatever
+# python3 comes first on root's PATH).
+PYTHON=/usr/bin/python3
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() {
+    # The comment block at the top of this file, without the leading "# ".
+    awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[0]}"
+}
 
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --dry-run) DRY_RUN=1 ;;
-        --start) START=1 ;;
-        --edgetpu) EDGETPU=libedgetpu1-std ;;
-        --edgetpu-max) EDGETPU=libedgetpu1-max ;;
-        --package) PACKAGE="$2"; shift ;;
-        --prefix) PREFIX="$2"; shift ;;
-        --user) SERVICE_USER="$2"; shift ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-    esac
-    shift
-done
+die() { echo "install.sh: $*" >&2; exit 2; }
 
 run() {
     # Print each command as it would be typed; run it unless --dry-run.
@@ -43,77 +46,246 @@ run() {
     if [ "$DRY_RUN" = 0 ]; then "$@"; fi
 }
 
-run_sh() {
-    # The same for a shell pipeline, printed as written.
-    printf '+ %s\n' "$1"
-    if [ "$DRY_RUN" = 0 ]; then bash -o pipefail -c "$1"; fi
+render() {
+    # render TEMPLATE DEST MODE: copy a shipped file with its default paths and user replaced.
+    printf '+ render %q -> %q\n' "$1" "$2"
+    if [ "$DRY_RUN" = 1 ]; then return 0; fi
+    local tmp
+    tmp="$(mktemp "$2.XXXXXX")"
+    sed -e "s|/opt/edgekit|$PREFIX|g" -e "s|/etc/edgekit|$ETC|g" -e "s|/var/lib/edgekit|$STATE|g" \
+        -e "s|/run/edgekit|$RUNDIR|g" -e "s|^User=edgekit\$|User=$SERVICE_USER|" \
+        -e "s|^Group=edgekit\$|Group=$SERVICE_USER|" "$1" > "$tmp"
+    chmod "$3" "$tmp"
+    mv -f "$tmp" "$2"
 }
 
-if [ "$DRY_RUN" = 0 ] && [ "$(id -u)" != 0 ]; then
-    echo "install.sh: run it as root (sudo bash install.sh), or see what it does with --dry-run" >&2
-    exit 2
-fi
+env_file_lines() {
+    # env_file_lines FILE: its KEY=VALUE lines (no comments, blanks or surrounding quotes), as
+    # systemd's EnvironmentFile= reads them, ready for `env`.
+    local line key value
+    while IFS= read -r line || [ -n "$line" ]; do
+        line="${line#"${line%%[![:space:]]*}"}"
+        case "$line" in ''|'#'*|';'*) continue ;; esac
+        key="${line%%=*}"
+        value="${line#*=}"
+        if [[ "$value" =~ ^\"(.*)\"$ ]] || [[ "$value" =~ ^\'(.*)\'$ ]]; then value="${BASH_REMATCH[1]}"; fi
+        printf '%s=%s\n' "${key%"${key##*[![:space:]]}"}" "$value"
+    done < "$1"
+}
 
-# 64-bit Raspberry Pi OS (arm64) runs ai-edge-litert; 32-bit (armhf) only has tflite-runtime,
-# which is built against numpy 1.x. picamera2 comes from apt, built against the system's
-# numpy 1.x too: a venv with --system-site-packages sees it, and numpy<2 keeps it working.
-ARCH="${EDGEKIT_ARCH:-$(dpkg --print-architecture 2>/dev/null || uname -m)}"  # EDGEKIT_ARCH: prepare for another board
-APT_PACKAGES=(python3-venv python3-pip v4l-utils)
-case "$ARCH" in
-    arm64|aarch64) PIP_EXTRA=("numpy<2"); APT_PACKAGES+=(python3-picamera2) ;;
-    armhf|armv7l|armv6l) PIP_EXTRA=("numpy<2" "tflite-runtime"); APT_PACKAGES+=(python3-picamera2) ;;
-    *) echo "# note: $ARCH is not a Raspberry Pi OS architecture; installing the 64-bit way, without picamera2" >&2
-       PIP_EXTRA=() ;;
-esac
-echo "# edgekit install: arch $ARCH, prefix $PREFIX, user $SERVICE_USER, package $PACKAGE"
+pointer_bits() {
+    # The word size of the Python the venv is made from: 32 on 32-bit Raspberry Pi OS even when
+    # it runs a 64-bit kernel (uname -m and platform_machine then say aarch64).
+    if [ -n "${EDGEKIT_BITS:-}" ]; then echo "$EDGEKIT_BITS"; return; fi
+    "$PYTHON" -c 'import struct; print(struct.calcsize("P") * 8)' 2>/dev/null || getconf LONG_BIT
+}
 
-run apt-get update
-run apt-get install -y "${APT_PACKAGES[@]}"
+default_package() {
+    # The clone this script sits in (examples/raspberrypi/ of it), with the service's extras.
+    local repo
+    repo="$(cd "$HERE/../.." && pwd)"
+    if [ -f "$repo/pyproject.toml" ] && [ -d "$repo/edgekit" ]; then
+        echo "${repo}[$EXTRAS]"
+    fi
+}
 
-if [ -n "$EDGETPU" ]; then
-    # Coral's apt repository (signed-by keyring: apt-key is gone in Bookworm).
-    run install -d -m 0755 /usr/share/keyrings
-    run_sh "curl -fsSL https://packages.cloud.google.com/apt/doc/apt-key.gpg | gpg --dearmor --yes -o /usr/share/keyrings/coral-edgetpu.gpg"
-    run_sh "echo 'deb [signed-by=/usr/share/keyrings/coral-edgetpu.gpg] https://packages.cloud.google.com/apt coral-edgetpu-stable main' > /etc/apt/sources.list.d/coral-edgetpu.list"
+requirements_without_litert() {
+    # requirements_without_litert PYTHON: the installed edgekit distribution's dependencies (with
+    # the extras in $PACKAGE), markers evaluated, minus ai-edge-litert. For 32-bit Python on a
+    # 64-bit kernel, where the markers pick ai-edge-litert, which has no 32-bit ARM wheels.
+    local extras=""
+    if [[ "$PACKAGE" =~ \[([A-Za-z0-9_,.-]+)\]$ ]]; then extras="${BASH_REMATCH[1]}"; fi
+    "$1" - "$extras" <<'EOF'
+import sys
+from importlib import metadata
+from pip._vendor.packaging.requirements import Requirement  # pip is in every venv it made
+
+dist = metadata.packages_distributions()["edgekit"][0]
+extras = [e for e in sys.argv[1].split(",") if e]
+for line in metadata.requires(dist) or []:
+    req = Requirement(line)
+    if req.name == "ai-edge-litert":
+        continue
+    if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in extras or [""]):
+        print(str(req).split(";")[0].strip())
+EOF
+}
+
+main() {
+    DRY_RUN=0
+    START=0
+    EDGETPU=""
+    PACKAGE=""
+    PREFIX=""
+    ROOT=""
+    SERVICE_USER=edgekit
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --dry-run) DRY_RUN=1 ;;
+            --start) START=1 ;;
+            --edgetpu) EDGETPU=libedgetpu1-std ;;
+            --edgetpu-max) EDGETPU=libedgetpu1-max ;;
+            --package|--prefix|--user|--root)
+                if [ $# -lt 2 ] || [ -z "$2" ]; then die "$1 needs a value (see --help)"; fi
+                case "$1" in
+                    --package) PACKAGE="$2" ;;
+                    --prefix) PREFIX="$2" ;;
+                    --user) SERVICE_USER="$2" ;;
+                    --root) ROOT="$(realpath -m "$2")" ;;
+                esac
+                shift ;;
+            -h|--help) usage; exit 0 ;;
+            *) die "unknown option $1 (see --help)" ;;
+        esac
+        shift
+    done
+
+    PREFIX="$(realpath -m "${PREFIX:-$ROOT/opt/edgekit}")"
+    ETC="$ROOT/etc/edgekit"
+    STATE="$ROOT/var/lib/edgekit"
+    RUNDIR="$ROOT/run/edgekit"
+    BINDIR="$ROOT/usr/local/bin"
+    UNITDIR="$ROOT/etc/systemd/system"
+    for path in "$PREFIX" "$ROOT"; do
+        case "$path" in *'|'*|*' '*) die "paths with '|' or spaces are not supported: $path" ;; esac
+    done
+    [[ "$SERVICE_USER" =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--user $SERVICE_USER: not a valid user name"
+    if [ -z "$PACKAGE" ]; then
+        PACKAGE="$(default_package)"
+        [ -n "$PACKAGE" ] || die "this script is not inside an edgekit clone; pass --package with a wheel, a \
+checkout or \"edgekit-tflite[$EXTRAS]\""
+    fi
+    case "$PACKAGE" in
+        edgekit|edgekit\[*|edgekit==*|edgekit\>*|edgekit\<*)
+            die "--package $PACKAGE: on the package index, \"edgekit\" is another project; edgekit's \
+distribution is edgekit-tflite" ;;
+    esac
+    if [ "$DRY_RUN" = 0 ] && [ "$(id -u)" != 0 ]; then
+        die "run it as root (sudo bash install.sh), or see what it does with --dry-run"
+    fi
+
+    # Which interpreter: by the word size of Python, not by the kernel (see pointer_bits).
+    # picamera2 comes from apt, built against Debian's numpy 1.24: a venv made with
+    # --system-site-packages sees it, and numpy<2 with an OpenCV built for numpy 1.x (<4.11)
+    # keeps it importable. tflite-runtime (32-bit) is built against numpy 1.x as well.
+    local bits arch
+    bits="$(pointer_bits)"
+    arch="${EDGEKIT_ARCH:-$(dpkg --print-architecture 2>/dev/null || uname -m)}"
+    local apt_packages=(python3-venv python3-pip v4l-utils)
+    case "$arch" in
+        arm64|armhf|aarch64|armv7l|armv6l) apt_packages+=(python3-picamera2) ;;
+        *) echo "# note: $arch is not a Raspberry Pi OS architecture: no picamera2" >&2 ;;
+    esac
+    local pins=("numpy<2" "opencv-python-headless<4.11")
+    echo "# edgekit install: $arch, ${bits}-bit Python, prefix $PREFIX, user $SERVICE_USER, package $PACKAGE"
+
     run apt-get update
-    run apt-get install -y "$EDGETPU"
-fi
+    run apt-get install -y "${apt_packages[@]}"
 
-if ! id "$SERVICE_USER" >/dev/null 2>&1 || [ "$DRY_RUN" = 1 ]; then
-    run useradd --system --home-dir /var/lib/edgekit --no-create-home --shell /usr/sbin/nologin "$SERVICE_USER"
-fi
-run usermod -aG video,plugdev "$SERVICE_USER"
+    if [ -n "$EDGETPU" ]; then
+        # Coral's apt repository, its key in a keyring that only this source trusts (signed-by);
+        # apt-key is deprecated. The Edge TPU *compiler* is not here: it runs on x86_64 only.
+        run install -d -m 0755 /usr/share/keyrings
+        printf '+ %s\n' "curl -fsSL https://packages.cloud.google.com/apt/doc/apt-key.gpg | gpg --dearmor --yes -o /usr/share/keyrings/coral-edgetpu.gpg"
+        if [ "$DRY_RUN" = 0 ]; then
+            curl -fsSL https://packages.cloud.google.com/apt/doc/apt-key.gpg \
+                | gpg --dearmor --yes -o /usr/share/keyrings/coral-edgetpu.gpg
+        fi
+        printf '+ %s\n' "echo 'deb [signed-by=/usr/share/keyrings/coral-edgetpu.gpg] https://packages.cloud.google.com/apt coral-edgetpu-stable main' > /etc/apt/sources.list.d/coral-edgetpu.list"
+        if [ "$DRY_RUN" = 0 ]; then
+            echo 'deb [signed-by=/usr/share/keyrings/coral-edgetpu.gpg] https://packages.cloud.google.com/apt coral-edgetpu-stable main' \
+                > /etc/apt/sources.list.d/coral-edgetpu.list
+        fi
+        run apt-get update
+        run apt-get install -y "$EDGETPU"
+    fi
 
-run install -d -m 0755 "$PREFIX" "$PREFIX/models" /etc/edgekit
-run install -d -m 0750 -o "$SERVICE_USER" -g "$SERVICE_USER" /var/lib/edgekit
+    # The service user; its group is the operators' group (trigger file, events).
+    if ! id "$SERVICE_USER" >/dev/null 2>&1 || [ "$DRY_RUN" = 1 ]; then
+        run useradd --system --user-group --home-dir "$STATE" --no-create-home --shell /usr/sbin/nologin \
+            "$SERVICE_USER"
+    fi
+    local group groups=()
+    for group in video plugdev; do
+        if getent group "$group" >/dev/null; then groups+=("$group"); fi
+    done
+    if [ ${#groups[@]} -gt 0 ]; then
+        run usermod -aG "$(IFS=,; echo "${groups[*]}")" "$SERVICE_USER"
+    fi
+    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+        run usermod -aG "$SERVICE_USER" "$SUDO_USER"
+    fi
 
-run python3 -m venv --system-site-packages "$PREFIX/venv"
-run "$PREFIX/venv/bin/pip" install --upgrade pip
-run "$PREFIX/venv/bin/pip" install "${PIP_EXTRA[@]}" "$PACKAGE"
+    run install -d -m 0755 "$PREFIX" "$PREFIX/models" "$PREFIX/models/inspection" "$ETC" "$BINDIR" "$UNITDIR"
+    # setgid folders: what the service and the operators create there belongs to the group.
+    run install -d -m 2750 -o "$SERVICE_USER" -g "$SERVICE_USER" "$STATE"
+    run install -d -m 2770 -o "$SERVICE_USER" -g "$SERVICE_USER" "$RUNDIR"
 
-# Never overwrite a config or secrets someone already edited.
-if [ ! -e /etc/edgekit/inspection.toml ] || [ "$DRY_RUN" = 1 ]; then
-    run install -m 0644 "$HERE/inspection.toml" /etc/edgekit/inspection.toml
-fi
-if [ ! -e /etc/edgekit/edgekit.env ] || [ "$DRY_RUN" = 1 ]; then
-    run install -m 0600 "$HERE/edgekit.env.example" /etc/edgekit/edgekit.env
-fi
+    run "$PYTHON" -m venv --system-site-packages "$PREFIX/venv"
+    local pip=("$PREFIX/venv/bin/python" -m pip --disable-pip-version-check)
+    if [ "$bits" = 32 ]; then
+        # The package's markers see platform_machine "aarch64" under a 64-bit kernel and would
+        # ask for ai-edge-litert: install it without its dependency list, then that list
+        # without ai-edge-litert, with tflite-runtime instead.
+        run "${pip[@]}" install "${pins[@]}" tflite-runtime
+        run "${pip[@]}" install --no-deps "$PACKAGE"
+        printf '+ %s\n' "pip install \$(requirements of the installed edgekit distribution without ai-edge-litert)"
+        if [ "$DRY_RUN" = 0 ]; then
+            local reqs
+            mapfile -t reqs < <(requirements_without_litert "$PREFIX/venv/bin/python")
+            "${pip[@]}" install "${pins[@]}" "${reqs[@]}"
+        fi
+    else
+        run "${pip[@]}" install "${pins[@]}" "$PACKAGE"
+    fi
+    run ln -sfn "$PREFIX/venv/bin/edgekit" "$BINDIR/edgekit"
 
-run install -m 0644 "$HERE/edgekit.service" /etc/systemd/system/edgekit.service
-run systemctl daemon-reload
-run systemctl enable edgekit.service
+    # Never overwrite a config or secrets someone already edited.
+    if [ ! -e "$ETC/inspection.toml" ] || [ "$DRY_RUN" = 1 ]; then
+        render "$HERE/inspection.toml" "$ETC/inspection.toml" 0644
+    fi
+    if [ ! -e "$ETC/edgekit.env" ] || [ "$DRY_RUN" = 1 ]; then
+        run install -m 0600 "$HERE/edgekit.env.example" "$ETC/edgekit.env"
+    fi
+    render "$HERE/edgekit.service" "$UNITDIR/edgekit.service" 0644
+    run systemctl daemon-reload
+    run systemctl enable edgekit.service
 
-# What is missing on this device, with the command that fixes it.
-run runuser -u "$SERVICE_USER" -- "$PREFIX/venv/bin/edgekit" doctor --path /var/lib/edgekit
-run runuser -u "$SERVICE_USER" -- "$PREFIX/venv/bin/edgekit" inspect --config /etc/edgekit/inspection.toml --check
+    # What is missing on this device, with the command that fixes each (always exits 0).
+    run runuser -u "$SERVICE_USER" -- "$PREFIX/venv/bin/edgekit" doctor --path "$STATE"
+    # The config as the service will read it: as its user, with its secrets file loaded the
+    # way systemd's EnvironmentFile= does. A failure is reported; it does not undo the install.
+    local checked=1
+    printf '+ %s\n' "runuser -u $SERVICE_USER -- env \$(secrets of $ETC/edgekit.env) $PREFIX/venv/bin/edgekit inspect --config $ETC/inspection.toml --check"
+    if [ "$DRY_RUN" = 0 ]; then
+        local secrets=()
+        mapfile -t secrets < <(env_file_lines "$ETC/edgekit.env")
+        if ! runuser -u "$SERVICE_USER" -- env "${secrets[@]}" "$PREFIX/venv/bin/edgekit" inspect \
+                --config "$ETC/inspection.toml" --check; then
+            checked=0
+            echo "# the config check failed (above): fix $ETC/inspection.toml (or $ETC/edgekit.env) and" >&2
+            echo "# check it again as README.md section 5 shows" >&2
+        fi
+    fi
 
-if [ "$START" = 1 ]; then
-    run systemctl restart edgekit.service
-    run systemctl --no-pager status edgekit.service
-else
-    echo "# next: put a model in $PREFIX/models/inspection/1/model.tflite, edit /etc/edgekit/inspection.toml,"
-    echo "#       then: sudo systemctl start edgekit && journalctl -u edgekit -f"
-fi
-if [ "$DRY_RUN" = 1 ]; then
-    echo "# dry run: nothing was changed"
+    if [ "$START" = 1 ] && [ "$checked" = 1 ]; then
+        run systemctl restart edgekit.service
+        run systemctl --no-pager status edgekit.service
+    elif [ "$START" = 1 ]; then
+        echo "install.sh: installed, but not started: the config check failed" >&2
+        exit 1
+    else
+        echo "# next: put a model at $PREFIX/models/inspection/1/model.tflite, edit $ETC/inspection.toml,"
+        echo "#       then: sudo systemctl start edgekit && journalctl -u edgekit -f"
+    fi
+    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+        echo "# $SUDO_USER joined the group $SERVICE_USER (trigger file, events): log in again for it to count"
+    fi
+    if [ "$DRY_RUN" = 1 ]; then
+        echo "# dry run: nothing was changed"
+    fi
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    main "$@"
 fi
