@@ -13,7 +13,7 @@ rotates, so drift in clock speed or machine load hits all modes alike. Figures a
                                       [--blocks 20] [--per-block 5] [--threads N]
 
 Targets (issue 3): int8 size at most 0.30x float32; int8 latency at most 0.60x float32 with XNNPACK.
-Needs TensorFlow (pip install 'edgekit[convert]').
+Needs TensorFlow (pip install 'edgekit-tflite[convert]').
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from edgekit.errors import ConversionError
 
 __all__ = ["NativeLog", "capture_native_output", "import_tensorflow", "progress", "INSTALL_HINT"]
 
-INSTALL_HINT = "pip install 'edgekit[convert]'"
+INSTALL_HINT = "pip install 'edgekit-tflite[convert]'"
 T = TypeVar("T")
 
 

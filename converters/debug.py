@@ -228,7 +228,7 @@ def _figure(width: float, height: float) -> Any:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ConversionError("plots need matplotlib; run: pip install 'edgekit[convert]'") from None
+        raise ConversionError("plots need matplotlib; run: pip install 'edgekit-tflite[convert]'") from None
     fig = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(fig)  # the Agg canvas: no display, no global pyplot state
     return fig

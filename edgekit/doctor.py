@@ -162,10 +162,10 @@ def check_extras(versions: dict[str, str | None]) -> list[Check]:
                             "pip install -U 'paho-mqtt>=2'"))
     else:
         checks.append(Check("paho-mqtt", Status.OK, f"paho-mqtt {paho}" if paho else
-                            "not installed (only for [sinks.mqtt]: pip install 'edgekit[mqtt]')"))
+                            "not installed (only for [sinks.mqtt]: pip install 'edgekit-tflite[mqtt]')"))
     prom = versions.get("prometheus-client")
     checks.append(Check("prometheus-client", Status.OK, f"prometheus-client {prom}" if prom else
-                        "not installed (only for [metrics]: pip install 'edgekit[metrics]')"))
+                        "not installed (only for [metrics]: pip install 'edgekit-tflite[metrics]')"))
     return checks
 
 

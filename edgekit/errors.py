@@ -14,6 +14,7 @@ __all__ = [
     "InputError",
     "SourceError",
     "ConfigError",
+    "SetupError",
     "ConversionError",
     "AccuracyGateError",
 ]
@@ -47,6 +48,11 @@ class SourceError(EdgekitError):
 
 class ConfigError(EdgekitError, ValueError):
     """A configuration file or option is invalid."""
+
+
+class SetupError(EdgekitError):
+    """edgekit's installation or the Python environment it runs in is broken, not the model or
+    the input (e.g. the child process that tries a model in isolation cannot start or import edgekit)."""
 
 
 class ConversionError(EdgekitError):

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tf() -> Any:
-    return pytest.importorskip("tensorflow", reason="the converter needs TensorFlow (pip install 'edgekit[convert]')")
+    return pytest.importorskip("tensorflow", reason="the converter needs TensorFlow (pip install 'edgekit-tflite[convert]')")
 
 
 @pytest.fixture(scope="module")
@@ -426,7 +426,7 @@ def test_missing_tensorflow_names_the_extra(monkeypatch: pytest.MonkeyPatch, cap
     monkeypatch.setattr(cmd.importlib.util, "find_spec",
                         lambda name, *a: None if name == "tensorflow" else real(name, *a))
     assert main(["convert", "m.keras", "-o", "m.tflite"]) == 2
-    assert "pip install 'edgekit[convert]'" in capfd.readouterr().err
+    assert "pip install 'edgekit-tflite[convert]'" in capfd.readouterr().err
 
 
 def test_converter_failure_becomes_one_clear_error() -> None:

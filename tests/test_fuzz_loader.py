@@ -278,7 +278,7 @@ def test_isolated_load_of_a_good_model_probes_once(shared_models: Path, monkeypa
         with load_model(path, isolate=True, num_threads=1) as m:
             out = m.run(np.zeros((1, 128, 128, 3), np.uint8))[0]
             assert out.shape == (1, 1001) and m.notes == []
-    assert len(calls) == 1 and calls[0][1:3] == ["-m", "edgekit.runtimes._probe"]
+    assert len(calls) == 1 and calls[0][1:3] == ["-I", probe_mod.__file__]  # by path: never the cwd's edgekit
 
 
 def test_isolated_edgetpu_model_gives_the_usual_delegate_error(shared_models: Path) -> None:

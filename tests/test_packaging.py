@@ -3,6 +3,8 @@ edgekit.runtimes and edgekit.converters, both editable and from a built wheel.""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -14,8 +16,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(code: str, **env: str) -> str:
-    import os
-
     full_env = {**os.environ, **env}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env,
                          cwd="/", timeout=120)
@@ -39,7 +39,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
                            "-q", "-w", str(out), str(ROOT)], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         pytest.fail(f"building the wheel failed: {proc.stderr[-2000:]}")
-    return next(out.glob("edgekit-*.whl"))
+    return next(out.glob("edgekit_tflite-*.whl"))
 
 
 def test_wheel_contains_the_mapped_packages(wheel: Path) -> None:
@@ -49,6 +49,10 @@ def test_wheel_contains_the_mapped_packages(wheel: Path) -> None:
                  "edgekit/converters/__init__.py"]:
         assert must in names, f"{must} missing from {wheel.name}"
     assert not any(n.startswith(("runtimes/", "converters/", "tests/")) for n in names)
+    for folder, target in (("edgekit", "edgekit"), ("runtimes", "edgekit/runtimes"), ("converters", "edgekit/converters")):
+        for init in (ROOT / folder).rglob("__init__.py"):  # a package left out of pyproject's list is missing here
+            packed = f"{target}/{init.relative_to(ROOT / folder).as_posix()}"
+            assert packed in names, f"{packed} missing from {wheel.name}: add its package to pyproject.toml"
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "edgekit = edgekit.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
@@ -63,3 +67,45 @@ def test_wheel_imports_runtimes_without_tensorflow(wheel: Path, tmp_path: Path) 
     where, tf_loaded = _run(code).splitlines()[-2:]
     assert where == str(target / "edgekit" / "runtimes" / "__init__.py")
     assert tf_loaded == "False"
+
+
+def test_the_distribution_has_a_name_of_its_own(wheel: Path) -> None:
+    """`edgekit` on PyPI is another project (a Cloudflare Workers SDK); the import name stays edgekit."""
+    meta = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
+    name = re.search(r"^Name: (.+)$", zipfile.ZipFile(wheel).read(meta).decode(), re.M)
+    assert name is not None and name.group(1).strip() == "edgekit-tflite"
+    assert wheel.name.startswith("edgekit_tflite-")
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_runs_models_from_inside_the_clone(wheel: Path, tmp_path: Path, shared_models: Path,
+                                                             shared_images: Path) -> None:
+    """A new user installs the wheel (not editable) and runs edgekit in the clone, whose edgekit/ has no
+    runtimes/: the model's isolation child must still import the installed package (it once ran
+    `python -m edgekit.runtimes._probe`, found the checkout first, and called every model corrupt)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "EDGEKIT_ISOLATE")}
+    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    shadow = subprocess.run([str(venv / "bin" / "python"), "-c",
+                             "import importlib.util; print(importlib.util.find_spec('edgekit').origin)"],
+                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert shadow.stdout.strip() == str(ROOT / "edgekit" / "__init__.py")  # the situation: the clone shadows
+
+    def edgekit(*args: object) -> str:
+        proc = subprocess.run([str(venv / "bin" / "edgekit"), *map(str, args)], capture_output=True, text=True,
+                              cwd=ROOT, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    classifier = shared_models / "mobilenet_v2_1.0_224_quant.tflite"
+    out = edgekit("classify", "-m", classifier, "--labels", shared_models / "imagenet_labels.txt",
+                  shared_images / "parrot.jpg")
+    assert "macaw" in out
+    out = edgekit("detect", "-m", shared_models / "ssd_mobilenet_v1_coco_quant.tflite", "--labels",
+                  shared_models / "coco_labels.txt", "--source", shared_images / "grace_hopper.bmp", "--json")
+    assert '"person"' in out
+    out = edgekit("info", "--load", classifier)
+    assert "1001" in out and "isolation" not in out.lower()

@@ -18,7 +18,7 @@ def register(subparsers: Any) -> None:
         description="Generates a conveyor-belt inspection data set and video, trains a small Keras detector, "
                     "converts it to int8 with the accuracy gate, benchmarks float32 against int8, runs "
                     "`edgekit detect --realtime` and `edgekit inspect` on the video, and writes DIR/summary.md. "
-                    "Needs the convert extra (TensorFlow): pip install 'edgekit[convert]'.",
+                    "Needs the convert extra (TensorFlow): pip install 'edgekit-tflite[convert]'.",
         formatter_class=HelpFormatter)
     p.add_argument("--out", default="edgekit-demo", metavar="DIR", help="folder for everything the demo writes")
     p.add_argument("--quick", action="store_true", help="a reduced run (small data, few epochs): about a minute")

@@ -85,7 +85,7 @@ def require_keras() -> Any:
         import keras
     except ImportError as exc:
         raise ConversionError("training the demo detector needs TensorFlow and Keras: "
-                              "pip install 'edgekit[convert]'") from exc
+                              "pip install 'edgekit-tflite[convert]'") from exc
     return keras
 
 

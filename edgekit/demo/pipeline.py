@@ -103,7 +103,7 @@ def run_demo(options: DemoOptions, on_step: Callable[[str], None] | None = None)
 
     Raises:
         EdgekitError: a step failed (its own message says why); ConversionError when
-            TensorFlow is missing (training and conversion need ``pip install 'edgekit[convert]'``).
+            TensorFlow is missing (training and conversion need ``pip install 'edgekit-tflite[convert]'``).
     """
     from edgekit.demo import (CLASS_NAMES, TrainConfig, evaluate, evaluate_outputs, export_saved, load_split,
                               make_splits, make_video, mean_average_precision, train)
