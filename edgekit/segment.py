@@ -26,6 +26,7 @@ __all__ = ["Region", "Segmentation", "find_regions", "segmentation_of", "draw_se
 
 # Labels that name "nothing here"; class 0 is background when a model has no labels at all.
 BACKGROUND_LABELS = frozenset({"background", "bg", "__background__", "none", "???"})
+MAX_REGION_LABELS = 20  # draw_segmentation writes "label area" on the largest regions only
 
 
 class Region(NamedTuple):
@@ -69,13 +70,17 @@ def find_regions(mask: SegmentationMask, *, background: int | None | str = "auto
         if c == bg or (wanted is not None and int(c) not in wanted and label not in wanted):
             continue
         binary = (mask.class_map == c).view(np.uint8)
-        n, _, stats, centroids = cv2.connectedComponentsWithStats(binary, connectivity=connectivity)
+        # Labelling costs per pixel looked at: only the window the class occupies.
+        x0, y0, bw, bh = cv2.boundingRect(binary)
+        n, _, stats, centroids = cv2.connectedComponentsWithStats(binary[y0:y0 + bh, x0:x0 + bw],
+                                                                  connectivity=connectivity)
         for i in range(1, n):  # 0 is everything not of this class
             x, y, w, h, area = (int(v) for v in stats[i])
             if area >= max(min_area, 1):
+                x, y = x + x0, y + y0
                 cx, cy = centroids[i]
                 out.append(Region(int(c), label, area, (float(x), float(y), float(x + w), float(y + h)),
-                                  (float(cx) + 0.5, float(cy) + 0.5)))
+                                  (float(cx) + x0 + 0.5, float(cy) + y0 + 0.5)))
     out.sort(key=lambda r: -r.area)
     return tuple(out)
 
@@ -138,14 +143,21 @@ def draw_segmentation(frame: np.ndarray, seg: Segmentation | SegmentationMask, *
     bg = background_id(mask)
     paint = cm != bg if bg is not None else np.ones(cm.shape, bool)
     if paint.any():
-        colors = _palette(int(cm.max()) + 1, bgr)[cm[paint]]
-        mixed = out[paint].astype(np.float32) * (1.0 - alpha) + colors.astype(np.float32) * alpha
-        out[paint] = np.clip(mixed + 0.5, 0, 255).astype(np.uint8)
+        top = int(cm.max())
+        if top < 256:  # one table lookup per channel (cv2.LUT) instead of indexing a palette per pixel
+            ids = cm.astype(np.uint8)
+            colors = cv2.LUT(cv2.merge([ids, ids, ids]), _palette(256, bgr).reshape(1, 256, 3))
+        else:
+            colors = _palette(top + 1, bgr)[cm]
+        mixed = cv2.addWeighted(out, 1.0 - alpha, colors, alpha, 0.0)
+        np.copyto(out, mixed, where=paint[:, :, None])
     if boxes and isinstance(seg, Segmentation):
         scale = max(0.4, min(out.shape[:2]) / 900)
-        for r in seg.regions:
-            color = tuple(int(v) for v in _palette(r.class_id + 1, bgr)[r.class_id])
+        palette = _palette(max(r.class_id for r in seg.regions) + 1, bgr) if seg.regions else None
+        for n, r in enumerate(seg.regions):  # largest first
+            color = tuple(int(v) for v in palette[r.class_id])  # type: ignore[index]
             x1, y1, x2, y2 = (int(v) for v in r.box)
             cv2.rectangle(out, (x1, y1), (max(x1, x2 - 1), max(y1, y2 - 1)), color, 1)
-            _text(out, f"{r.label} {r.area}px", (x1, y1), color, scale)  # type: ignore[arg-type]
+            if n < MAX_REGION_LABELS:  # text is what costs (about 0.1 ms a label) and clutters
+                _text(out, f"{r.label} {r.area}px", (x1, y1), color, scale)  # type: ignore[arg-type]
     return out
