@@ -1,0 +1,330 @@
+"""One verdict per part: parts tracked over the frames, defects attached to them, judged at a line.
+
+The config says which classes are parts and which are defects. Each frame:
+
+1. the parts are tracked (:class:`edgekit.track.ByteTracker`), so a part keeps one id;
+2. each defect belongs to the part whose box holds at least ``min_overlap`` of the defect's box
+   (the part holding most of it);
+3. a part's defects build up evidence over its track: a defect counts once it was seen in
+   ``min_frames`` frames (``evidence = "frames"``) or its scores add up to ``min_score_sum``
+   (``evidence = "score"``), so one noisy frame does not fail a good part;
+4. when the part's track crosses the counting line (or zone) it gets exactly one verdict,
+   :class:`PartVerdict`: PASS, or FAIL with the defects that counted as reasons::
+
+    parts = PartInspector(PartsOptions(parts=("part",), defects=("scratch", "dent")),
+                          CountingLine((160, 0), (160, 320), direction="left_to_right"))
+    for r in detector.stream(source):
+        for verdict in parts.update(r.detections, frame=r.index, timestamp=r.timestamp,
+                                    captured_at=r.capture_ts, image_bgr=r.frame_bgr).verdicts:
+            print(verdict.sequence, verdict.outcome.value, verdict.reasons)
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from edgekit.errors import ConfigError
+from edgekit.results import Detections
+from edgekit.track import ByteTracker, CountingLine, Tracked, TrackerOptions, ZoneCrossing
+
+__all__ = ["DefectEvidence", "Evidence", "Outcome", "PartInspector", "PartVerdict", "PartsFrame", "PartsOptions"]
+
+
+class Outcome(str, enum.Enum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+
+
+class Evidence(str, enum.Enum):
+    """How a defect's sightings over a part's track add up to a reason to fail it."""
+
+    FRAMES = "frames"  # seen (scoring at least defect_threshold) in at least min_frames frames
+    SCORE = "score"  # its best score per frame adds up to at least min_score_sum
+
+
+@dataclass(frozen=True)
+class PartsOptions:
+    """Which classes are parts and defects, and how defects are judged.
+
+    Raises:
+        ConfigError: no part class, a class that is both, or a setting out of range.
+    """
+
+    parts: tuple[str, ...]
+    defects: tuple[str, ...] = ()
+    min_overlap: float = 0.5  # share of a defect's box inside the part's box
+    evidence: Evidence = Evidence.FRAMES
+    min_frames: int = 2
+    min_score_sum: float = 1.0
+    part_threshold: float = 0.5  # parts above it start and feed tracks (ByteTrack's high threshold)
+    defect_threshold: float = 0.5  # frames mode: a defect sighting needs this score
+    crop: bool = False  # keep the part's best frame as a JPEG in its verdict
+    crop_quality: int = 90
+    tracker: TrackerOptions | None = None  # default: ByteTrack's, with high_threshold = part_threshold
+    where: str = ""  # where the options were written ("cell.toml:31"), for error messages
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parts", tuple(self.parts))
+        object.__setattr__(self, "defects", tuple(self.defects))
+        object.__setattr__(self, "evidence", Evidence(self.evidence))
+        at = f"{self.where}: " if self.where else ""
+        if not self.parts:
+            raise ConfigError(f"{at}parts: name at least one class that is a part")
+        both = sorted(set(self.parts) & set(self.defects))
+        if both:
+            raise ConfigError(f"{at}{', '.join(map(repr, both))} cannot be both a part and a defect")
+        for name in ("min_overlap", "part_threshold", "defect_threshold"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{at}{name} must be within 0..1, got {getattr(self, name)!r}")
+        if self.min_frames < 1 or not self.min_score_sum > 0 or not 1 <= self.crop_quality <= 100:
+            raise ConfigError(f"{at}min_frames must be >= 1, min_score_sum > 0 and crop_quality 1..100; got "
+                              f"{self.min_frames}, {self.min_score_sum}, {self.crop_quality}")
+
+    def tracker_options(self) -> TrackerOptions:
+        if self.tracker is not None:
+            return self.tracker
+        return TrackerOptions(high_threshold=self.part_threshold, low_threshold=min(0.1, self.part_threshold))
+
+    def check_labels(self, labels: Sequence[str]) -> None:
+        """Raises ConfigError when a part or defect class is not a label of the model."""
+        known = set(labels)
+        for kind, names in (("parts", self.parts), ("defects", self.defects)):
+            for name in names:
+                if name not in known:
+                    close = difflib.get_close_matches(name, list(labels), n=1)
+                    hint = f" Did you mean {close[0]!r}?" if close else f" The model knows: {', '.join(labels)}."
+                    at = f"{self.where}: " if self.where else ""
+                    raise ConfigError(f"{at}{kind} class {name!r} is not a label of the model.{hint}")
+
+
+@dataclass(frozen=True)
+class DefectEvidence:
+    """What was seen of one defect class on one part."""
+
+    label: str
+    frames: int  # frames it was seen in (scoring at least defect_threshold in frames mode)
+    score_sum: float  # its best score per frame, added up
+    max_score: float
+    counted: bool  # enough evidence: a reason for FAIL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "frames": self.frames, "score_sum": round(self.score_sum, 3),
+                "max_score": round(self.max_score, 3), "counted": self.counted}
+
+
+@dataclass(frozen=True)
+class PartVerdict:
+    """A part's one verdict, made when its track crossed the line.
+
+    ``sequence`` numbers the verdicts (1, 2, ...); frames are source frame indices; ``*_seen`` and
+    ``crossed_at`` are wall-clock seconds; ``captured_at`` is the ``time.perf_counter()`` capture
+    time of the crossing frame (what a reject delay counts from). ``crop_jpeg``: the part's best
+    frame cut to its box, when crops are on.
+    """
+
+    sequence: int
+    track_id: int
+    label: str
+    outcome: Outcome
+    reasons: tuple[str, ...]
+    defects: tuple[DefectEvidence, ...]
+    first_frame: int
+    last_frame: int
+    frames_seen: int
+    first_seen: float
+    last_seen: float
+    crossed_frame: int
+    crossed_at: float
+    captured_at: float
+    line: str
+    box: tuple[float, float, float, float]
+    best_frame: int
+    best_score: float
+    crop_jpeg: bytes | None = field(default=None, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is Outcome.PASS
+
+    @property
+    def reason(self) -> str:
+        """One label for counters: the reasons joined by "+" ("none" for a PASS)."""
+        return "+".join(sorted(self.reasons)) or "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"part": self.sequence, "track_id": self.track_id, "label": self.label, "verdict": self.outcome.value,
+                "reasons": list(self.reasons), "defects": [d.to_dict() for d in self.defects],
+                "first_frame": self.first_frame, "last_frame": self.last_frame, "frames_seen": self.frames_seen,
+                "first_seen": round(self.first_seen, 6), "last_seen": round(self.last_seen, 6),
+                "crossed_frame": self.crossed_frame, "crossed_at": round(self.crossed_at, 6), "line": self.line,
+                "box": [round(v, 1) for v in self.box], "best_frame": self.best_frame,
+                "best_score": round(self.best_score, 4), "crop_bytes": len(self.crop_jpeg) if self.crop_jpeg else 0}
+
+
+@dataclass(frozen=True)
+class PartsFrame:
+    """One frame through :class:`PartInspector`: the tracked parts, the track id each defect was
+    attached to (-1: none), and the verdicts of parts that crossed the line in this frame."""
+
+    parts: Tracked
+    defects: Detections
+    defect_owners: np.ndarray
+    verdicts: tuple[PartVerdict, ...] = ()
+
+
+class _Part:
+    """What is known of one tracked part so far (internal)."""
+
+    __slots__ = ("label", "first_frame", "last_frame", "first_seen", "last_seen", "frames", "box", "best_score",
+                 "best_frame", "crop", "crop_whole", "defects", "judged")
+
+    def __init__(self, label: str, frame: int, timestamp: float) -> None:
+        self.label = label
+        self.first_frame = self.last_frame = frame
+        self.first_seen = self.last_seen = timestamp
+        self.frames, self.best_score, self.best_frame = 0, -1.0, frame
+        self.box: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+        self.crop: np.ndarray | None = None
+        self.crop_whole = False  # the kept crop shows the whole part (not cut by the frame's edge)
+        self.defects: dict[str, list[float]] = {}  # label -> [frames, score_sum, max_score]
+        self.judged = False
+
+
+class PartInspector:
+    """Tracks parts, attaches defects, and gives each part one verdict at the line.
+
+    Args:
+        options: part and defect classes, evidence rule, crops.
+        line: a :class:`~edgekit.track.CountingLine` or :class:`~edgekit.track.ZoneCrossing`.
+        first_sequence: the number of the first verdict (to continue across restarts).
+    """
+
+    def __init__(self, options: PartsOptions, line: CountingLine | ZoneCrossing, *, first_sequence: int = 1) -> None:
+        self.options = options
+        self.line = line
+        self.tracker = ByteTracker(options.tracker_options())
+        self.next_sequence = first_sequence
+        self._parts: dict[int, _Part] = {}
+        self._part_set, self._defect_set = set(options.parts), set(options.defects)
+
+    @property
+    def following(self) -> int:
+        """Parts being followed that have no verdict yet."""
+        return sum(not p.judged for p in self._parts.values())
+
+    def update(self, detections: Detections, *, frame: int, timestamp: float, captured_at: float,
+               image_bgr: np.ndarray | None = None) -> PartsFrame:
+        """Feed one frame's detections (all classes); returns the frame's parts, defects and verdicts."""
+        labels = detections.labels
+        is_part = np.array([lab in self._part_set for lab in labels], dtype=bool).reshape(-1)
+        is_defect = np.array([lab in self._defect_set for lab in labels], dtype=bool).reshape(-1)
+        parts, defects = detections[is_part], detections[is_defect]
+        tracked = self.tracker.update(parts)
+        owners = self._owners(parts, tracked.track_ids, defects)
+        for i, tid in enumerate(tracked.track_ids.tolist()):
+            if tid >= 0:
+                self._see(tid, parts, i, frame, timestamp, image_bgr)
+        self._add_defects(defects, owners)
+        confirmed = tracked.track_ids >= 0
+        crossings = self.line.update(tracked.track_ids[confirmed], parts.xyxy[confirmed])
+        verdicts = []
+        for c in crossings:
+            part = self._parts.get(c.track_id)
+            if part is not None and not part.judged:
+                verdicts.append(self._judge(c.track_id, part, frame, timestamp, captured_at))
+        for tid in tracked.ended:
+            self._parts.pop(tid, None)
+        self.line.forget(list(tracked.ended))
+        return PartsFrame(tracked, defects, owners, tuple(verdicts))
+
+    def _owners(self, parts: Detections, track_ids: np.ndarray, defects: Detections) -> np.ndarray:
+        """The track id of the part holding each defect (-1: no part holds enough of it)."""
+        owners = np.full(len(defects), -1, dtype=np.int64)
+        if not len(defects) or not len(parts):
+            return owners
+        d, p = defects.xyxy.astype(np.float64), parts.xyxy.astype(np.float64)
+        tl = np.maximum(d[:, None, :2], p[None, :, :2])
+        br = np.minimum(d[:, None, 2:], p[None, :, 2:])
+        inter = np.prod(np.clip(br - tl, 0, None), axis=2)
+        area = np.prod(np.clip(d[:, 2:] - d[:, :2], 1e-9, None), axis=1)
+        share = inter / area[:, None]
+        best = share.argmax(axis=1)  # a part that is not on a track yet may still own the defect
+        held = share[np.arange(len(d)), best] >= self.options.min_overlap
+        owners[held] = track_ids[best[held]]
+        return owners
+
+    def _see(self, tid: int, parts: Detections, i: int, frame: int, timestamp: float,
+             image_bgr: np.ndarray | None) -> None:
+        part = self._parts.get(tid)
+        if part is None:
+            part = self._parts[tid] = _Part(parts.labels[i], frame, timestamp)
+        part.last_frame, part.last_seen = frame, timestamp
+        part.frames += 1
+        box = tuple(float(v) for v in parts.xyxy[i])
+        part.box = box  # type: ignore[assignment]
+        score = float(parts.scores[i])
+        whole = image_bgr is not None and _inside(box, image_bgr.shape)
+        if (whole, score) > (part.crop_whole, part.best_score):  # a whole view first, then the best score
+            part.best_score, part.best_frame, part.crop_whole = score, frame, whole
+            if self.options.crop and image_bgr is not None:
+                part.crop = _cut(image_bgr, box)
+
+    def _add_defects(self, defects: Detections, owners: np.ndarray) -> None:
+        best: dict[tuple[int, str], float] = {}  # (part, defect label) -> best score this frame
+        for tid, label, score in zip(owners.tolist(), defects.labels, defects.scores.tolist()):
+            if tid >= 0 and tid in self._parts:
+                best[(tid, label)] = max(best.get((tid, label), 0.0), score)
+        for (tid, label), score in best.items():
+            part = self._parts[tid]
+            if part.judged:
+                continue
+            ev = part.defects.setdefault(label, [0, 0.0, 0.0])
+            if self.options.evidence is Evidence.SCORE or score >= self.options.defect_threshold:
+                ev[0] += 1
+            ev[1] += score
+            ev[2] = max(ev[2], score)
+
+    def _counted(self, frames: float, score_sum: float) -> bool:
+        if self.options.evidence is Evidence.FRAMES:
+            return frames >= self.options.min_frames
+        return score_sum >= self.options.min_score_sum
+
+    def _judge(self, tid: int, part: _Part, frame: int, timestamp: float, captured_at: float) -> PartVerdict:
+        part.judged = True
+        evidence = sorted((DefectEvidence(label, int(f), s, m, self._counted(f, s))
+                           for label, (f, s, m) in part.defects.items()),
+                          key=lambda e: (-e.counted, -e.frames, -e.score_sum, e.label))
+        reasons = tuple(e.label for e in evidence if e.counted)
+        crop = _jpeg(part.crop, self.options.crop_quality) if part.crop is not None else None
+        part.crop = None
+        seq, self.next_sequence = self.next_sequence, self.next_sequence + 1
+        return PartVerdict(
+            sequence=seq, track_id=tid, label=part.label, outcome=Outcome.FAIL if reasons else Outcome.PASS,
+            reasons=reasons, defects=tuple(evidence), first_frame=part.first_frame, last_frame=part.last_frame,
+            frames_seen=part.frames, first_seen=part.first_seen, last_seen=part.last_seen, crossed_frame=frame,
+            crossed_at=timestamp, captured_at=captured_at, line=self.line.name, box=part.box,
+            best_frame=part.best_frame, best_score=part.best_score, crop_jpeg=crop)
+
+
+def _inside(box: tuple[float, ...], shape: tuple[int, ...]) -> bool:
+    x1, y1, x2, y2 = box
+    return x1 >= 1 and y1 >= 1 and x2 <= shape[1] - 1 and y2 <= shape[0] - 1
+
+
+def _cut(image: np.ndarray, box: tuple[float, ...]) -> np.ndarray | None:
+    h, w = image.shape[:2]
+    x1, y1 = max(0, int(box[0])), max(0, int(box[1]))
+    x2, y2 = min(w, int(np.ceil(box[2]))), min(h, int(np.ceil(box[3])))
+    return image[y1:y2, x1:x2].copy() if x2 > x1 and y2 > y1 else None
+
+
+def _jpeg(crop: np.ndarray, quality: int) -> bytes | None:
+    import cv2
+
+    ok, buf = cv2.imencode(".jpg", crop, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    return buf.tobytes() if ok else None
