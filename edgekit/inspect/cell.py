@@ -185,7 +185,6 @@ class Cell:
 
     def _hot_swap(self, options: DetectorOptions) -> CellDetector:
         from edgekit.inspect.hotswap import HotSwapEngine
-        from edgekit.inspect.modelwatch import ModelWatcher
 
         def on_model_event(kind: EventKind, payload: dict[str, Any]) -> None:
             if kind is EventKind.MODEL_SWITCH:
@@ -197,15 +196,8 @@ class Cell:
                 self.metrics.model_switches.labels("switched" if kind is EventKind.MODEL_SWITCH else "refused").inc()
             self.events.emit(kind, payload)
 
-        cfg = self.config.model
-        watcher = ModelWatcher(self.model_dir, delegate=cfg.delegate, num_threads=cfg.threads,  # type: ignore[arg-type]
-                               poll_seconds=cfg.poll_seconds, on_event=on_model_event)
-        watcher.start()
-        try:
-            return HotSwapEngine(watcher, options)
-        except BaseException:
-            watcher.close()
-            raise
+        return HotSwapEngine.open(self.model_dir, options, poll_seconds=self.config.model.poll_seconds,
+                                  on_event=on_model_event)
 
     # --- running ------------------------------------------------------------------------
     def _open_stream(self, max_frames: int | None, duration: float | None) -> ResultStream:

@@ -8,8 +8,9 @@
         2/model.tflite
         2/golden/hopper.npz        optional: what version 2 must output for golden/hopper.npy
 
-The highest version that loads, matches the serving model's inputs and outputs, and passes
-its self-test serves. A new version is loaded, warmed up and tested in a background
+The highest version that loads, keeps the serving model's task, output format and labels, and
+passes its self-test serves (its input may differ: an int8 model may be replaced by its float32
+build, or by one with a larger input; ``prepare`` builds its preprocessing in the background). A new version is loaded, warmed up and tested in a background
 thread while the old one keeps serving; the loop calls :meth:`ModelWatcher.acquire`
 between two frames and gets the new model from then on. A version that fails is refused
 (and not retried until its file changes) and the old one runs on. Removing the serving
@@ -29,9 +30,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-from edgekit.errors import ModelError
+from edgekit.errors import InputError, ModelError
 from edgekit.inspect.events import EventKind
 from edgekit.runtimes import Model, load_model
 from edgekit.inspect.selftest import (ModelRefused, compatible, golden_inputs, run_golden, self_test,
@@ -68,6 +69,15 @@ class SelfTest:
                 "load_ms": round(self.load_ms, 1), "warmup_ms": round(self.warmup_ms, 1)}
 
 
+class _Ready(NamedTuple):
+    """A version loaded, checked and tested, waiting to serve."""
+
+    version: ModelVersion
+    model: Model
+    test: SelfTest
+    prepared: Any
+
+
 def find_versions(root: Path) -> dict[int, Path]:
     """Version number -> its model file, for numeric subfolders holding ``model.tflite`` (or a
     single ``*.tflite``). Files reached through a link leading out of `root` are left out."""
@@ -99,19 +109,26 @@ class ModelWatcher:
         on_event: called with (EventKind.MODEL_SWITCH | MODEL_REFUSED, payload) for every
             switch and refusal, e.g. ``EventEmitter.emit``.
         warmup: inferences run on a new version before it may serve.
+        prepare: builds what serving a version needs besides the model (for a detector: its
+            preprocessing for the version's input, and its decoder), in the background thread
+            that loads the version; a ModelError, InputError or ValueError from it refuses the
+            version. :attr:`prepared` holds the result for the serving version.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, delegate: Any = "auto", num_threads: int | None = None,
-                 poll_seconds: float = 2.0, on_event: OnEvent | None = None, warmup: int = 2) -> None:
+                 poll_seconds: float = 2.0, on_event: OnEvent | None = None, warmup: int = 2,
+                 prepare: Callable[[Model], Any] | None = None) -> None:
         self.root = Path(root)
         self.name = self.root.resolve().name
         self._load_kw: dict[str, Any] = {"delegate": delegate, "num_threads": num_threads}
         self.poll_seconds, self.warmup = poll_seconds, warmup
         self._on_event = on_event
+        self._prepare_fn = prepare
         self._lock = threading.Lock()
         self._model: Model | None = None
         self.current: ModelVersion | None = None
-        self._pending: tuple[ModelVersion, Model, SelfTest] | None = None
+        self.prepared: Any = None  # what `prepare` made for the serving version
+        self._pending: _Ready | None = None
         self._refused: dict[int, tuple[int, int]] = {}  # version -> (size, mtime_ns) that failed
         self._seen: dict[int, tuple[int, int]] = {}  # version -> stat at the previous poll
         self._last_reason = ""
@@ -139,7 +156,7 @@ class ModelWatcher:
         for v in sorted(versions, reverse=True):
             ready = self._prepare(ModelVersion(self.name, v, versions[v]))
             if ready is not None:
-                self._serve(*ready, previous=None)
+                self._serve(ready, previous=None)
                 break
             reasons.append(f"{v}: {self._last_reason}")
         else:
@@ -159,7 +176,7 @@ class ModelWatcher:
                 pending, self._pending = self._pending, None
             if pending is not None:
                 old = self._model
-                self._serve(*pending, previous=self.current)
+                self._serve(pending, previous=self.current)
                 if old is not None and old is not self._model:
                     old.close()
         return self.model
@@ -175,7 +192,7 @@ class ModelWatcher:
                 del self._refused[v]  # the file changed: worth another try
         candidates = sorted((v for v in settled if v not in self._refused), reverse=True)
         serving = self.current.version if self.current else None
-        pending = self._pending[0].version if self._pending else None
+        pending = self._pending.version.version if self._pending else None
         for v in candidates:
             if v in (serving, pending):
                 return  # the best candidate already serves or waits for acquire()
@@ -186,10 +203,10 @@ class ModelWatcher:
                 with self._lock:
                     stale, self._pending = self._pending, ready
                 if stale is not None:
-                    stale[1].close()
+                    stale.model.close()
                 return
 
-    def _prepare(self, mv: ModelVersion) -> tuple[ModelVersion, Model, SelfTest] | None:
+    def _prepare(self, mv: ModelVersion) -> _Ready | None:
         """Load, check, warm up and self-test one version; None (after reporting why) if it fails."""
         t0 = time.perf_counter()
         model: Model | None = None
@@ -205,8 +222,9 @@ class ModelWatcher:
                 run_golden(model, sample) if sample is not None else model.invoke()
             warmup_ms = (time.perf_counter() - t1) * 1e3
             compared, worst = self_test(model, mv.path.parent, golden)
-            return mv, model, SelfTest(len(golden), compared, worst, load_ms, warmup_ms)
-        except (ModelError, ValueError, OSError) as exc:
+            prepared = self._prepare_fn(model) if self._prepare_fn is not None else None
+            return _Ready(mv, model, SelfTest(len(golden), compared, worst, load_ms, warmup_ms), prepared)
+        except (ModelError, InputError, ValueError, OSError) as exc:
             if model is not None:
                 model.close()
             self._refuse(mv, str(exc))
@@ -223,8 +241,9 @@ class ModelWatcher:
         self._emit(EventKind.MODEL_REFUSED, {"name": mv.name, "version": mv.version, "path": str(mv.path),
                                              "reason": reason, "serving": serving})
 
-    def _serve(self, mv: ModelVersion, model: Model, test: SelfTest, *, previous: ModelVersion | None) -> None:
-        self._model, self.current = model, mv
+    def _serve(self, ready: _Ready, *, previous: ModelVersion | None) -> None:
+        mv, model, test = ready.version, ready.model, ready.test
+        self._model, self.current, self.prepared = model, mv, ready.prepared
         if previous is not None:
             self.switches += 1
         log.info("model %s serving%s (%s)", mv, f", was {previous}" if previous else "", model.describe())
@@ -255,7 +274,7 @@ class ModelWatcher:
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is not None:
-            pending[1].close()
+            pending.model.close()
         if self._model is not None:
             self._model.close()
 

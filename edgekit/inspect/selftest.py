@@ -17,7 +17,8 @@ import numpy as np
 from edgekit.errors import ModelError
 from edgekit.runtimes import Model, load_model
 
-__all__ = ["ModelRefused", "compatible", "golden_inputs", "run_golden", "self_test", "write_expected_outputs"]
+__all__ = ["ModelRefused", "compatible", "golden_inputs", "golden_tensor", "run_golden", "self_test",
+           "write_expected_outputs"]
 
 
 class ModelRefused(ModelError):
@@ -29,7 +30,27 @@ def golden_inputs(root: Path) -> dict[str, np.ndarray]:
 
 
 def run_golden(model: Model, x: np.ndarray) -> list[np.ndarray]:
-    return model.run(x, dequantize=True)
+    """Run one golden input: as it is when it matches the model's input, else, when it is an
+    RGB uint8 image, resized and normalized the way the device would (a version may take
+    another input size or type than the one the golden files were made for)."""
+    return model.run(golden_tensor(model, x), dequantize=True)
+
+
+def golden_tensor(model: Model, x: np.ndarray) -> np.ndarray:
+    """`x` as `model`'s input: untouched when its shape matches (with or without the batch of 1),
+    else an RGB uint8 image (H, W, 3) or (1, H, W, 3) preprocessed for the model."""
+    spec = model.inputs[0] if len(model.inputs) == 1 else None
+    if spec is None or x.shape in (tuple(spec.shape), tuple(spec.shape)[1:]):
+        return x
+    image = x[0] if x.ndim == 4 and x.shape[0] == 1 else x
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3 or len(spec.shape) != 4:
+        return x  # not an image: let the model's own check say what does not fit
+    from edgekit.preprocess import Normalization, fit, to_input
+
+    meta = model.metadata or {}
+    resize = str((meta.get("preprocessing") or {}).get("resize") or "stretch")
+    resized, _ = fit(image, (int(spec.shape[2]), int(spec.shape[1])), resize)
+    return to_input(resized, spec, Normalization.from_metadata(meta))
 
 
 def _tolerance(model: Model, i: int, expected: np.ndarray) -> float:
@@ -98,11 +119,45 @@ def write_expected_outputs(model_path: str | os.PathLike[str], root: str | os.Pa
 
 
 def compatible(new: Model, serving: Model) -> str | None:
-    """Why `new` cannot replace `serving` in a running pipeline, or None if it can."""
-    a = [(s.shape, np.dtype(s.dtype).name) for s in serving.inputs]
-    b = [(s.shape, np.dtype(s.dtype).name) for s in new.inputs]
-    if a != b:
-        return f"its inputs {b} differ from the serving model's {a} (the pipeline is set up for those)"
-    if len(new.outputs) != len(serving.outputs):
-        return f"it has {len(new.outputs)} outputs, the serving model {len(serving.outputs)}"
+    """Why `new` cannot replace `serving` in a running pipeline, or None if it can.
+
+    Only what the rules and the receivers of the events depend on must stay: the task, the
+    output format and the label set. The input may change (an int8 model replaced by its
+    float32 build, a larger input size): the new version gets its own preprocessing.
+    """
+    old_fmt, new_fmt = _format(serving), _format(new)
+    old_task, new_task = _task(serving, old_fmt), _task(new, new_fmt)
+    if new_task != old_task:
+        return f"it is a {new_task} model, the serving model a {old_task} model (a different task)"
+    if new_fmt != old_fmt:
+        return (f"its outputs read as {new_fmt}, the serving model's as {old_fmt} (a different output format; "
+                f"outputs {[list(o.shape) for o in new.outputs]} against {[list(o.shape) for o in serving.outputs]})")
+    old_labels, new_labels = _labels(serving), _labels(new)
+    if old_labels is not None and new_labels is not None and old_labels != new_labels:
+        added = [x for x in new_labels if x not in old_labels]
+        missing = [x for x in old_labels if x not in new_labels]
+        what = ", ".join(filter(None, [f"adds {added[:5]}" if added else "",
+                                       f"lacks {missing[:5]}" if missing else ""])) or "orders them differently"
+        return f"its labels differ from the serving model's (a different label set: it {what})"
     return None
+
+
+def _format(model: Model) -> str:
+    from edgekit.decode import detect_format
+
+    try:
+        return detect_format(model.outputs, model.metadata).value
+    except ModelError:
+        return f"an unknown format (outputs {[list(o.shape) for o in model.outputs]})"
+
+
+def _task(model: Model, fmt: str) -> str:
+    named = (model.metadata or {}).get("task")
+    if named:
+        return str(named).lower()
+    return "classify" if fmt == "classes" else "detect"
+
+
+def _labels(model: Model) -> list[str] | None:
+    labels = (model.metadata or {}).get("labels")
+    return [str(x) for x in labels] if isinstance(labels, list) and labels else None
