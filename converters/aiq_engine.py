@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
@@ -211,7 +212,9 @@ class _Session:
                              "--calibration (an image folder, .npy or .npz)")
         data = {self.signature: list(self._feed(representative))}
         try:
-            return dict(q.calibrate(data, num_threads=self.threads))
+            with warnings.catch_warnings():  # its calibration interpreter keeps every tensor, on purpose
+                warnings.simplefilter("ignore", UserWarning)
+                return dict(q.calibrate(data, num_threads=self.threads))
         except Exception as exc:  # noqa: BLE001 - the quantizer raises ValueError, RuntimeError, KeyError...
             raise _failed("calibration", exc) from None
 
@@ -222,7 +225,9 @@ class _Session:
     def quantize(self, calibration: dict[str, Any] | None, extra_float_scopes: Sequence[str] = ()) -> bytes:
         q = self._quantizer(extra_float_scopes)
         try:
-            result = q.quantize(calibration, enable_progress_report=False)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                result = q.quantize(calibration, enable_progress_report=False)
         except Exception as exc:  # noqa: BLE001
             raise _failed("quantization", exc) from None
         model = bytes(result.quantized_model)

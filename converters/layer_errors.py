@@ -11,6 +11,7 @@ weights int8 does not fit, as with TensorFlow's QuantizationDebugger, without Te
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -60,7 +61,9 @@ class TensorStats:
 def _interpreter(model: bytes) -> object:
     from ai_edge_litert.interpreter import Interpreter
 
-    interp = Interpreter(model_content=model, experimental_preserve_all_tensors=True)
+    with warnings.catch_warnings():  # "intended for debugging purposes only": that is what this is
+        warnings.simplefilter("ignore", UserWarning)
+        interp = Interpreter(model_content=model, experimental_preserve_all_tensors=True)
     interp.allocate_tensors()
     return interp
 

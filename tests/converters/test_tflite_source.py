@@ -1,0 +1,255 @@
+"""`edgekit convert model_float.tflite`: ai-edge-quantizer behind the same modes, gate and fallback.
+
+The float .tflite files are built here from small Keras models (a classifier trained on synthetic
+shapes, an Ultralytics-style detector with a channel-first input) and every quantized model is
+checked against the float .tflite run straight in ai_edge_litert, not only by edgekit's report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests import _tiny_models as tiny
+
+pytestmark = pytest.mark.needs_tf
+
+SIZE = tiny.SIZE
+
+
+def _tf() -> Any:
+    tf = pytest.importorskip("tensorflow", reason="building the test models needs TensorFlow")
+    pytest.importorskip("ai_edge_quantizer", reason="quantizing a .tflite needs ai-edge-quantizer")
+    return tf
+
+
+def _to_tflite(tf: Any, model: Any, path: Path) -> Path:
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+    return path
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _tf()
+    return tmp_path_factory.mktemp("tflite_in")
+
+
+@pytest.fixture(scope="module")
+def models(work: Path) -> dict[str, Path]:
+    """The trained shapes classifier as float .tflite: NHWC, NCHW (a transpose in front) and with an outlier."""
+    tf = _tf()
+    import keras
+
+    model, acc = tiny.classifier()
+    assert acc > 0.9, f"the test classifier did not learn (held-out accuracy {acc})"
+    inp = keras.Input((3, SIZE, SIZE), batch_size=1, name="images")
+    nchw = keras.Model(inp, model(keras.layers.Permute((2, 3, 1))(inp)))
+    fixed = keras.Model(k := keras.Input((SIZE, SIZE, 3), batch_size=1, name="image"), model(k))
+    outlier = tiny.with_weight_outlier(model)
+    outlier = keras.Model(o := keras.Input((SIZE, SIZE, 3), batch_size=1, name="image"), outlier(o))
+    return {"nhwc": _to_tflite(tf, fixed, work / "shapes_float.tflite"),
+            "nchw": _to_tflite(tf, nchw, work / "shapes_nchw_float.tflite"),
+            "outlier": _to_tflite(tf, outlier, work / "outlier_float.tflite")}
+
+
+@pytest.fixture(scope="module")
+def data(work: Path) -> dict[str, Path]:
+    out = {"cal": work / "cal.npz", "val": work / "val.npz"}
+    for key, n, seed in (("cal", 200, 7), ("val", 120, 8)):
+        x, y = tiny.shapes(n, seed=seed)
+        np.savez(out[key], x=x, y=y)
+    return out
+
+
+def _run(path: Path, x: np.ndarray) -> np.ndarray:
+    """The .tflite straight in ai_edge_litert: quantize the input, invoke, dequantize the output."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp = Interpreter(model_path=str(path))
+    interp.allocate_tensors()
+    i, o = interp.get_input_details()[0], interp.get_output_details()[0]
+    outs = []
+    for sample in x.astype(np.float32):
+        s, z = i["quantization"]
+        if s:
+            info = np.iinfo(i["dtype"])
+            sample = np.clip(np.round(sample / s) + z, info.min, info.max)
+        interp.set_tensor(i["index"], sample[None].astype(i["dtype"]))
+        interp.invoke()
+        q = interp.get_tensor(o["index"])[0]
+        s, z = o["quantization"]
+        outs.append(q.astype(np.float32) if not s else s * (q.astype(np.int32) - z))
+    return np.stack(outs)
+
+
+def _convert(model: Path, out: Path, cal: Any, **kw: Any) -> Any:
+    from edgekit.converters import PreprocessingOverrides, convert
+
+    kw.setdefault("preprocessing", PreprocessingOverrides(scale=1.0))  # the model rescales inside
+    return convert(model, out, calibration=cal, progress=False, **kw)
+
+
+MODES = [  # mode, input dtype, agreement with the float .tflite at least, size at most x float
+    ("int8", np.int8, 0.95, 0.45),
+    ("weight-only", np.float32, 0.99, 0.45),
+    ("uint8", np.uint8, 0.95, 0.45),
+    ("int16x8", np.float32, 0.97, 0.5),
+    ("dynamic", np.float32, 0.97, 0.45),
+]
+
+
+@pytest.mark.parametrize(("mode", "dtype", "agreement", "size_ratio"), MODES)
+def test_float_tflite_in_every_mode_matches_the_float_tflite(models: dict[str, Path], data: dict[str, Path],
+                                                             work: Path, mode: str, dtype: Any, agreement: float,
+                                                             size_ratio: float) -> None:
+    out = work / f"shapes_{mode}.tflite"
+    r = _convert(models["nhwc"], out, data["cal"], validation=data["val"], mode=mode, max_drop=2.0)
+    r.raise_for_status()
+    assert r.engine.startswith("ai-edge-quantizer") and r.metadata["quantization"]["engine"] == "ai-edge-quantizer"
+    x, y = np.load(data["val"])["x"], np.load(data["val"])["y"]
+    ref, got = _run(models["nhwc"], x), _run(out, x)
+    assert np.mean(ref.argmax(1) == got.argmax(1)) >= agreement
+    assert np.mean(ref.argmax(1) == y) > 0.9  # the float .tflite itself is right: agreement means something
+    assert r.metrics.accuracy is not None and abs(r.metrics.accuracy - np.mean(got.argmax(1) == y)) < 1e-9
+    from edgekit.runtimes import inspect_model
+
+    assert inspect_model(out).inputs[0].dtype == dtype
+    assert r.size_bytes < size_ratio * r.float_size_bytes
+    assert r.float_size_bytes == models["nhwc"].stat().st_size  # the reference is the file itself
+
+
+def test_nchw_float_tflite_is_fed_channel_first(models: dict[str, Path], data: dict[str, Path], work: Path) -> None:
+    out = work / "nchw_int8.tflite"
+    r = _convert(models["nchw"], out, data["cal"], validation=data["val"], mode="int8", max_drop=2.0)
+    r.raise_for_status()
+    from edgekit.runtimes import inspect_model
+
+    assert tuple(inspect_model(out).inputs[0].shape) == (1, 3, SIZE, SIZE)
+    x = np.load(data["val"])["x"].transpose(0, 3, 1, 2)
+    ref, got = _run(models["nchw"], x), _run(out, x)
+    assert np.mean(ref.argmax(1) == got.argmax(1)) >= 0.95
+    assert r.metrics.top1_agreement is not None and r.metrics.top1_agreement >= 0.95
+
+
+def test_real_images_calibrate_and_validate(models: dict[str, Path], shared_images: Path, work: Path) -> None:
+    out = work / "photos_int8.tflite"
+    r = _convert(models["nchw"], out, shared_images, validation=shared_images, mode="int8-float-io")
+    assert r.metrics.samples == len(list(shared_images.iterdir()))
+    rows = _run(out, _photos(shared_images))
+    ref = _run(models["nchw"], _photos(shared_images))
+    assert np.abs(rows - ref).max() < 0.1  # softmax scores of real photos within a few int8 steps
+
+
+def _photos(folder: Path) -> np.ndarray:
+    from edgekit.converters.images import decode_images
+    from edgekit.converters.preprocessing import Preprocessing
+
+    pre = Preprocessing(input_size=(SIZE, SIZE), channels=3, mean=(0.0,) * 3, std=(1.0,) * 3)
+    x = decode_images(sorted(str(p) for p in folder.iterdir()), pre, "photos")
+    x = x[0] if isinstance(x, tuple) else x
+    return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+
+
+def test_auto_fallback_finds_the_broken_layer(models: dict[str, Path], data: dict[str, Path], work: Path) -> None:
+    plain = _convert(models["outlier"], work / "outlier.tflite", data["cal"], validation=data["val"], mode="int8",
+                     max_drop=2.0)
+    assert not plain.passed and plain.gate.drop > 30
+    worst = max(plain.layer_errors, key=lambda e: e.rmse_over_scale)
+    assert worst.name.startswith("probsw") and worst.op == "FULLY_CONNECTED"
+    fixed = _convert(models["outlier"], work / "outlier.tflite", data["cal"], validation=data["val"], mode="int8",
+                     max_drop=2.0, auto_fallback=True)
+    assert fixed.passed and fixed.layers_kept_in_float == (worst.name,)
+    assert not (work / "outlier.FAILED-GATE.tflite").exists() or plain.output != fixed.output
+    from edgekit.runtimes import inspect_model
+
+    assert inspect_model(fixed.output).inputs[0].dtype == np.int8  # the mode's promise kept
+    # The same fix as a recipe stated up front.
+    named = _convert(models["outlier"], work / "outlier_kept.tflite", data["cal"], validation=data["val"],
+                     mode="int8", max_drop=2.0, keep_float=["probsw"])
+    assert named.passed
+
+
+def test_recipe_int16_layer_and_float_op_type(models: dict[str, Path], data: dict[str, Path], work: Path) -> None:
+    from edgekit.runtimes.tflite_file import parse_tflite
+
+    out = work / "recipe.tflite"
+    r = _convert(models["nhwc"], out, data["cal"], validation=data["val"], mode="int8", max_drop=2.0,
+                 keep_float=["FULLY_CONNECTED"], int16=["conv2"], diagnose=False)
+    r.raise_for_status()
+    sg = parse_tflite(out.read_bytes()).subgraphs[0]
+    by_op = {}
+    for op in sg.operators:
+        by_op.setdefault(op.opcode, []).append(sg.tensors[op.outputs[0]])
+    assert all(t.type == "float32" for t in by_op["FULLY_CONNECTED"])
+    assert any(t.type == "int16" and "conv2" in t.name for t in by_op["CONV_2D"])
+
+
+def _fail_line(capfd: pytest.CaptureFixture[str]) -> str:
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("edgekit convert: error: ")
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    ("kind", "extra", "message"),
+    [
+        ("quantized", [], "is already quantized (uint8 inputs or outputs)"),
+        ("edgetpu", [], "compiled for the Edge TPU"),
+        ("truncated", [], "truncated"),
+        ("float", ["--keep-float", "NOPE"], "matches no op of the model"),
+        ("float", ["--mode", "dynamic", "--int16", "conv2"], "has float activations"),
+        ("float", ["--mode", "float16"], "modes int8, uint8"),
+    ],
+)
+def test_cli_refuses_with_one_line_and_writes_nothing(models: dict[str, Path], data: dict[str, Path],
+                                                      shared_models: Path, tmp_path: Path, kind: str,
+                                                      extra: list[str], message: str,
+                                                      capfd: pytest.CaptureFixture[str]) -> None:
+    from edgekit.cli import main
+
+    model = {"quantized": shared_models / "mobilenet_v2_1.0_224_quant.tflite",
+             "edgetpu": shared_models / "mobilenet_v1_0.25_128_quant_edgetpu.tflite",
+             "float": models["nhwc"], "truncated": tmp_path / "cut.tflite"}[kind]
+    if kind == "truncated":
+        model.write_bytes(models["nhwc"].read_bytes()[:3000])
+    out = tmp_path / "out.tflite"
+    code = main(["convert", str(model), "-o", str(out), "--calibration", str(data["cal"]), "--scale", "1",
+                 "--no-diagnose", *extra])
+    assert code == 2
+    assert message in _fail_line(capfd)
+    assert list(tmp_path.glob("out*")) == []
+
+
+def test_missing_quantizer_names_the_pip_command(models: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
+                                                 capfd: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    import edgekit.commands.convert as cmd
+    from edgekit.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(cmd.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ai_edge_quantizer" else real(name, *a))
+    assert main(["convert", str(models["nhwc"]), "-o", "m.tflite"]) == 2
+    line = _fail_line(capfd)
+    assert "needs ai-edge-quantizer" in line and "pip install" in line
+
+
+def test_a_model_without_signature_gets_one(models: dict[str, Path], data: dict[str, Path], work: Path) -> None:
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    m = schema.ModelT.InitFromPackedBuf(bytearray(models["nhwc"].read_bytes()), 0)
+    m.signatureDefs = []
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    bare = work / "nosig_float.tflite"
+    bare.write_bytes(bytes(b.Output()))
+    r = _convert(bare, work / "nosig_int8.tflite", data["cal"], validation=data["val"], mode="int8", max_drop=2.0,
+                 diagnose=False)
+    r.raise_for_status()
+    assert r.metrics.top1_agreement is not None and r.metrics.top1_agreement >= 0.95
