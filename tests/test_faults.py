@@ -412,32 +412,3 @@ def test_network_endpoints_listen_on_localhost_unless_configured(tmp_path: Path)
         "http_port = 8089", "http_port = 8089\nhttp_host = '0.0.0.0'")
     c = parse_config(wide, base=tmp_path)
     assert (c.metrics.host, c.trigger.http_host) == ("0.0.0.0", "0.0.0.0")
-
-
-def test_mqtt_credentials_and_tls_reach_paho(tmp_path: Path) -> None:
-    """The options are passed to paho's client (tests/test_mqtt.py proves them against a real
-    mosquitto with a password file and a TLS listener)."""
-    from edgekit.sinks.mqtt import MqttConfig, MqttSink
-
-    calls: dict[str, Any] = {}
-
-    class FakeClient:
-        def __init__(self, *a: Any, **kw: Any) -> None:
-            pass
-
-        def __getattr__(self, name: str) -> Callable[..., None]:
-            return lambda *a, **kw: calls.__setitem__(name, (a, kw))
-
-    cfg = MqttConfig(device="d", queue_path=str(tmp_path / "q"), username="edge", password="s3cret", tls=True,
-                     ca_certs="/etc/ca.pem", certfile="/etc/c.pem", keyfile="/etc/c.key")
-    sink = MqttSink.__new__(MqttSink)
-    sink.config, sink._client_id = cfg, "d"
-    sink._mqtt = type("paho", (), {"Client": FakeClient, "CallbackAPIVersion": type("V", (), {"VERSION2": 2}),
-                                   "MQTTv311": 4})
-    sink._new_client(None)  # type: ignore[arg-type]
-    assert calls["username_pw_set"] == (("edge", "s3cret"), {})
-    assert calls["tls_set"] == ((), {"ca_certs": "/etc/ca.pem", "certfile": "/etc/c.pem", "keyfile": "/etc/c.key"})
-    assert calls["tls_insecure_set"] == ((False,), {})
-    assert "s3cret" not in repr(cfg)
-    with pytest.raises(ConfigError, match="password given without username"):
-        MqttConfig(device="d", queue_path=str(tmp_path / "q"), password="x")

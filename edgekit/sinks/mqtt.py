@@ -24,7 +24,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from edgekit.errors import ConfigError, EdgekitError
 from edgekit.sinks import EventRecord
@@ -130,14 +130,20 @@ class MqttSink:
 
     Args:
         config: broker, credentials, topics and the queue file.
+        client_factory: makes the MQTT client, called as paho's ``mqtt.Client`` is
+            (``callback_api_version, client_id=, clean_session=, protocol=, userdata=``);
+            default paho's own. The sink configures it (last will, credentials, TLS,
+            callbacks) and drives its network loop from its sender thread. A test passes a
+            fake that records those calls; an app may pass a subclass (websockets, a proxy).
 
     Raises:
         EdgekitError: paho-mqtt 2.x is not installed.
         QueueError: the queue file cannot be opened.
     """
 
-    def __init__(self, config: MqttConfig) -> None:
+    def __init__(self, config: MqttConfig, *, client_factory: Callable[..., Any] | None = None) -> None:
         self._mqtt = _paho()
+        self._client_factory = client_factory if client_factory is not None else self._mqtt.Client
         self.config = config
         self.queue = DiskQueue(config.queue_path, max_items=config.max_queued)
         self._stop = threading.Event()
@@ -240,8 +246,8 @@ class MqttSink:
 
     def _new_client(self, session: _Session) -> Any:
         mqtt, cfg = self._mqtt, self.config
-        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=self._client_id,
-                             clean_session=True, protocol=mqtt.MQTTv311, userdata=session)
+        client = self._client_factory(mqtt.CallbackAPIVersion.VERSION2, client_id=self._client_id,
+                                      clean_session=True, protocol=mqtt.MQTTv311, userdata=session)
         client.will_set(cfg.status_topic, "offline", qos=1, retain=True)
         if cfg.username is not None:
             client.username_pw_set(cfg.username, cfg.password)
