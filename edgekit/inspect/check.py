@@ -56,6 +56,5 @@ def check_config(config: InspectionConfig, model_dir: str | None = None) -> Conf
     if config.model.labels:
         from edgekit.labels import load_labels
         labels = load_labels(config.model.labels)
-    if labels:
-        config.check_labels([str(x) for x in labels])
+    config.check_labels([str(x) for x in labels] if labels else None)  # no labels: rules cannot count
     return ConfigCheck(zones, rules, mode, serving)

@@ -14,7 +14,7 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.errors import ConfigError, InputError
 from edgekit.inspect.rules import Anchor, Rule, Zone
@@ -22,6 +22,9 @@ from edgekit.inspect.sinkconfig import SinksConfig, parse_sinks
 from edgekit.inspect.tomlpos import NONNEG_INT, PORT, POS_INT, POS_NUM, Context, KeyLines, Table
 from edgekit.inspect.triggers import PublishMode, TriggerMode
 from edgekit.sinks.mqtt import check_topic_part
+
+if TYPE_CHECKING:
+    from edgekit.inspect.partsconfig import PartsConfig
 
 __all__ = ["InspectionConfig", "SourceConfig", "ModelConfig", "TriggerConfig", "MetricsConfig",
            "SinksConfig", "load_config", "parse_config"]
@@ -41,7 +44,7 @@ class SourceConfig:
 
     @property
     def target(self) -> str | int:
-        """What ``edgekit.video.parse_source`` takes (picamera: "picamera")."""
+        """What ``edgekit.sources.parse_source`` takes (picamera: "picamera")."""
         for value in (self.camera, self.path, self.url):
             if value is not None:
                 return value
@@ -90,9 +93,18 @@ class InspectionConfig:
     rules: tuple[Rule, ...] = ()
     sinks: SinksConfig = field(default_factory=SinksConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    parts: PartsConfig | None = None  # per-part mode: [parts], [line], [plc]
 
-    def check_labels(self, labels: list[str]) -> None:
-        """Raises ConfigError when a rule counts a label the model does not have."""
+    def check_labels(self, labels: list[str] | None) -> None:
+        """Raises ConfigError when a rule counts a label the model does not have, or when rules
+        count labels by name and the model has none (`labels` None or empty)."""
+        if not labels:
+            if self.rules:
+                names = ", ".join(sorted({repr(r.label) for r in self.rules}))
+                raise ConfigError(f"{self.path}: the rules count {names} by name, but the model has no labels "
+                                  "(none in its metadata) and [model] names no labels file; add "
+                                  "labels = \"labels.txt\" (one label per line, line number = class id) to [model]")
+            return
         known = set(labels)
         for rule in self.rules:
             if rule.label not in known:
@@ -101,9 +113,11 @@ class InspectionConfig:
                 raise ConfigError(f"{rule.where}: rules label {rule.label!r} is not a label of the model.{hint}")
 
     def check_frame(self, width: int, height: int) -> None:
-        """Raises ConfigError when a zone reaches outside the frame."""
+        """Raises ConfigError when a zone or the counting line reaches outside the frame."""
         for zone in self.zones:
             zone.check_fits(width, height)
+        if self.parts is not None:
+            self.parts.check_frame(width, height)
 
 
 def _tomllib() -> Any:
@@ -156,7 +170,8 @@ def _enum(t: Table, key: str, enum_cls: Any, default: Any) -> Any:
 
 def _build(top: Table) -> InspectionConfig:
     ctx = top.ctx
-    top.allow("device", "state_dir", "source", "model", "zones", "rules", "trigger", "sinks", "metrics")
+    top.allow("device", "state_dir", "source", "model", "zones", "rules", "trigger", "sinks", "metrics",
+              "parts", "line", "plc")
     device = top.get("device", str, socket.gethostname(), expect="a device id")
     try:
         check_topic_part("device", device)
@@ -173,7 +188,7 @@ def _build(top: Table) -> InspectionConfig:
         path=ctx.name, device=device, state_dir=str(state_dir), source=_source(src_t), model=_model(model_t),
         trigger=_trigger(trig_t) if trig_t else TriggerConfig(), zones=zones, rules=rules,
         sinks=parse_sinks(sinks_t, device, str(state_dir)) if sinks_t else SinksConfig(),
-        metrics=_metrics(met_t) if met_t else MetricsConfig())
+        metrics=_metrics(met_t) if met_t else MetricsConfig(), parts=_parts(top, zones))
     if config.source.width and config.source.height:
         for zone in zones:
             try:
@@ -181,6 +196,16 @@ def _build(top: Table) -> InspectionConfig:
             except ConfigError as exc:
                 raise ConfigError(f"{zone.where}: {exc}") from None
     return config
+
+
+def _parts(top: Table, zones: tuple[Zone, ...]) -> PartsConfig | None:
+    if not any(top.has(key) for key in ("parts", "line", "plc")):
+        return None
+    from edgekit.inspect.partsconfig import parse_parts  # tracking loads only for per-part mode
+
+    src = top.data.get("source") if isinstance(top.data.get("source"), dict) else {}
+    frame = (src.get("width"), src.get("height"))
+    return parse_parts(top, zones, frame if all(isinstance(v, int) for v in frame) else None)
 
 
 def _missing(t: Table, key: str, expect: str) -> Any:

@@ -360,3 +360,23 @@ def test_app_asks_the_camera_module_for_the_configs_size_and_checks_zones(
     else:
         assert code == 2 and "reaches outside the 640x480 frame" in captured.err
         assert _decisions(captured.out) == []
+
+
+@pytest.mark.parametrize("with_labels", [True, False])
+def test_check_says_when_the_rules_labels_cannot_be_known(with_labels: bool, tmp_path: Path, model_dir: Path,
+                                                          kites_video: Path, ssd_model: tuple[Path, Path],
+                                                          cell_config: CellConfig,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The SSD model has no labels in its metadata: without `[model] labels` the check fails
+    (before, it said "config OK" and every count stayed 0)."""
+    text = cell_config(source=f'path = "{kites_video}"', model_dir=str(model_dir), labels=str(ssd_model[1]),
+                       state_dir=str(tmp_path / "state"))
+    if not with_labels:
+        text = text.replace(f'labels = "{ssd_model[1]}"\n', "")
+    (tmp_path / "cell.toml").write_text(text)
+    code = cli.main(["inspect", "--config", str(tmp_path / "cell.toml"), "--check"])
+    out = capsys.readouterr()
+    if with_labels:
+        assert code == 0 and "config OK" in out.out
+    else:
+        assert code == 2 and "the model has no labels" in out.err and 'labels = "labels.txt"' in out.err
