@@ -165,8 +165,7 @@ class Cell:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
             self.events.model_version = f"{path.stem}@{digest}"
         labels = self.detector.labels
-        if labels:
-            cfg.check_labels(list(labels))
+        cfg.check_labels(list(labels) if labels else None)  # no labels: the rules would count nothing
         self.inspector = stack.enter_context(Inspector.from_config(cfg))
 
     def _options(self) -> DetectorOptions:
