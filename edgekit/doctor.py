@@ -41,9 +41,13 @@ def check_python(info: Sequence[int], bits: int, machine: str) -> list[Check]:
               else Check("python", Status.FAIL, f"Python {text} is too old; edgekit needs 3.10+",
                          "install Python 3.10 or newer (Raspberry Pi OS Bookworm ships 3.11)")]
     if bits == 32 and machine.startswith(("arm", "aarch")):
+        # 32-bit Raspberry Pi OS on a Pi 4/5 runs a 64-bit kernel: machine says aarch64, and so
+        # do pip's markers, which then ask for ai-edge-litert; the pointer size tells the truth.
+        kernel = " under a 64-bit kernel (machine aarch64)" if machine.startswith("aarch") else ""
         checks.append(Check("32-bit ARM", Status.WARN,
-                            "32-bit Python on ARM: ai-edge-litert has no wheels here; use tflite-runtime",
-                            "pip install tflite-runtime 'numpy<2' (or move to 64-bit Raspberry Pi OS)"))
+                            f"32-bit Python{kernel}: ai-edge-litert has no wheels for it; use tflite-runtime",
+                            "pip install tflite-runtime 'numpy<2' (examples/raspberrypi/install.sh does this; "
+                            "or move to 64-bit Raspberry Pi OS)"))
     return checks
 
 

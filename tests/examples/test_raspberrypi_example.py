@@ -380,3 +380,16 @@ def test_check_says_when_the_rules_labels_cannot_be_known(with_labels: bool, tmp
         assert code == 0 and "config OK" in out.out
     else:
         assert code == 2 and "the model has no labels" in out.err and 'labels = "labels.txt"' in out.err
+
+
+def test_doctor_on_32bit_pi_os_under_a_64bit_kernel() -> None:
+    """What the guide promises `edgekit doctor` says there: 32-bit ARM, and the fix."""
+    from edgekit.doctor import Status, check_interpreters, check_python
+
+    checks = {c.name: c for c in [*check_python((3, 11, 2), 32, "aarch64"), *check_interpreters("1.24.2", [], set())]}
+    assert checks["32-bit ARM"].status is Status.WARN and "64-bit kernel" in checks["32-bit ARM"].detail
+    assert "tflite-runtime" in (checks["32-bit ARM"].fix or "")
+    assert checks["interpreter"].status is Status.FAIL
+    assert checks["interpreter"].detail == "no TFLite interpreter can be used"
+    assert "pip install tflite-runtime" in (checks["interpreter"].fix or "")
+    assert "32-bit ARM" not in {c.name for c in check_python((3, 11, 2), 64, "aarch64")}
