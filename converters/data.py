@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from edgekit.contract.spec import Transform
 from edgekit.converters._native import progress
 from edgekit.converters.images import class_ids, decode_images, list_images, prepare_pixels
 from edgekit.converters.preprocessing import Preprocessing
@@ -28,11 +29,17 @@ __all__ = ["Samples", "DataSplit", "load_data"]
 
 @dataclass(frozen=True)
 class Samples:
-    """Model inputs (N, *input shape without batch), class ids (N,) or None, and where they came from."""
+    """Model inputs (N, *input shape without batch), class ids (N,) or None, and where they came from.
+
+    ``transforms``: for samples made from images by the device's preprocessing, each one's
+    mapping between the image and the model input (detections are mapped back through it, as
+    on the device); None for samples given as model inputs.
+    """
 
     x: np.ndarray
     y: np.ndarray | None
     origin: str
+    transforms: tuple[Transform, ...] | None = None
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -45,7 +52,8 @@ class Samples:
         return gen
 
     def head(self, n: int) -> Samples:
-        return Samples(self.x[:n], None if self.y is None else self.y[:n], self.origin)
+        return Samples(self.x[:n], None if self.y is None else self.y[:n], self.origin,
+                       None if self.transforms is None else self.transforms[:n])
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,7 @@ class _Pool:
     """A source whose items are numbered 0..count-1 and turned into model inputs on demand."""
 
     count: int
-    take: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray | None]]
+    take: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray | None, tuple[Transform, ...] | None]]
     origin: str
     class_names: tuple[str, ...] | None = None
     notes: list[str] = field(default_factory=list)
@@ -103,13 +111,13 @@ def _held_out(pool: _Pool, rng: np.random.Generator, num_calibration: int, num_v
     n_val = min(num_validation, max(1, int(round(holdout * n))))
     cal = _draw(pool, np.sort(order[n_val:n_val + num_calibration]))
     val = _draw(pool, np.sort(order[:n_val]))
-    val = Samples(val.x, val.y, f"{pool.origin} (held-out {n_val} of {n})")
+    val = Samples(val.x, val.y, f"{pool.origin} (held-out {n_val} of {n})", val.transforms)
     return DataSplit(cal, val, pool.class_names, tuple(pool.notes))
 
 
 def _draw(pool: _Pool, idx: np.ndarray) -> Samples:
-    x, y = pool.take(idx)
-    return Samples(x, y, pool.origin)
+    x, y, transforms = pool.take(idx)
+    return Samples(x, y, pool.origin, transforms)
 
 
 @dataclass(frozen=True)
@@ -173,9 +181,9 @@ def _folder_pool(root: Path, ctx: _Ctx) -> _Pool:
     paths = np.array([str(p) for p in files])
     pre = ctx.pre
 
-    def take(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        x = decode_images(list(paths[idx]), pre, f"reading {root.name}")
-        return x, (None if y is None else y[idx])
+    def take(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, tuple[Transform, ...] | None]:
+        x, transforms = decode_images(list(paths[idx]), pre, f"reading {root.name}")
+        return x, (None if y is None else y[idx]), transforms
 
     return _Pool(len(files), take, f"folder {str(root)!r}", names, notes)
 
@@ -194,10 +202,13 @@ def _array_pool(x: np.ndarray, y: np.ndarray | None, ctx: _Ctx, origin: str) -> 
         raise InputError(f"{origin}: samples of shape {x.shape[1:]} do not fit the model input {item_shape}. "
                          "Float arrays are used as model inputs as they are; pass uint8 pixels to have them resized")
 
-    def take(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    def take(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, tuple[Transform, ...] | None]:
         chosen = np.asarray(x[idx])
-        out = prepare_pixels(chosen, pre) if pre is not None and pixels else chosen.astype(_np_dtype(ctx.input_dtype))
-        return out, (None if labels is None else labels[idx])
+        ys = None if labels is None else labels[idx]
+        if pre is not None and pixels:
+            out, transforms = prepare_pixels(chosen, pre)
+            return out, ys, transforms
+        return chosen.astype(_np_dtype(ctx.input_dtype)), ys, None
 
     return _Pool(int(x.shape[0]), take, origin)
 

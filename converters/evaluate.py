@@ -2,7 +2,10 @@
 
 Both the float32 .tflite and the quantized one are loaded with
 :func:`edgekit.runtimes.load_model` and fed the same model inputs; the quantized model
-quantizes them with its own input parameters, exactly as on the device.
+quantizes them with its own input parameters, exactly as on the device. Detectors are
+decoded by the device's own decoders (:mod:`edgekit.contract`), with the metadata the
+converter writes into the file and each image's transform, so the gate's mAP is what
+``edgekit.Detector`` yields on the same images.
 """
 
 from __future__ import annotations
@@ -14,17 +17,21 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from edgekit.converters._native import progress
-from edgekit.converters.detection import (
-    PREDICTION_SCORE,
-    TRUTH_SCORE,
-    ImageDetections,
+from edgekit.contract import (
+    DEFAULT_IOU,
+    OutputFormat,
+    Task,
+    Transform,
+    image_input,
+    make_decoder,
     map50,
-    ssd_detections,
-    yolo_detections,
+    recognize_format,
+    yolo_outputs,
 )
-from edgekit.converters.options import OutputFormat, Task
-from edgekit.errors import ConversionError
+from edgekit.contract import task_of as _format_task
+from edgekit.converters._native import progress
+from edgekit.errors import ConversionError, ModelError
+from edgekit.results import Detections
 from edgekit.runtimes import TensorSpec, load_model
 from edgekit.runtimes.tflite_file import parse_tflite
 
@@ -32,24 +39,32 @@ __all__ = [
     "ModelOutputs",
     "OutputMetrics",
     "Metrics",
+    "TRUTH_SCORE",
+    "PREDICTION_SCORE",
     "predict",
     "compare",
     "measure_latency",
     "infer_output_format",
+    "detection_metadata",
     "detections",
     "yolo_boxes",
     "chance_warning",
 ]
 
-SSD_OP = "TFLite_Detection_PostProcess"
+TRUTH_SCORE = 0.25  # float detections at least this confident count as objects
+PREDICTION_SCORE = 0.05  # quantized detections down to this score are ranked (AP needs the tail)
 
 
 @dataclass(frozen=True)
 class ModelOutputs:
-    """Every output of a model over N samples: arrays shaped (N, *output shape without batch)."""
+    """Every output of a model over N samples: arrays shaped (N, *output shape without batch).
+
+    ``inputs``: the model's input specs (where boxes are measured when no transform is given).
+    """
 
     specs: tuple[TensorSpec, ...]
     arrays: tuple[np.ndarray, ...]
+    inputs: tuple[TensorSpec, ...] = ()
 
 
 def predict(path: str | os.PathLike[str], x: np.ndarray, desc: str = "evaluating") -> ModelOutputs:
@@ -62,10 +77,9 @@ def predict(path: str | os.PathLike[str], x: np.ndarray, desc: str = "evaluating
     with load_model(path) as model:
         for i in progress(range(len(x)), total=len(x), desc=desc):
             outs.append([o[0] if o.shape[:1] == (1,) else o for o in model.run(x[i:i + 1])])
-        specs = model.outputs
-    return ModelOutputs(specs, tuple(np.stack([o[k] for o in outs]) for k in range(len(specs))))
-
-
+        specs, inputs = model.outputs, model.inputs
+    return ModelOutputs(tuple(specs), tuple(np.stack([o[k] for o in outs]) for k in range(len(specs))),
+                        tuple(inputs))
 def measure_latency(paths: Sequence[str | os.PathLike[str]], x0: np.ndarray, blocks: int = 6,
                     per_block: int = 5, warmup: int = 3) -> list[float]:
     """Median milliseconds of one invoke of each model on this machine (the interpreter and
@@ -116,6 +130,9 @@ class Metrics:
     accuracy: float | None = None
     map50: float | None = None
     float_latency_ms: float | None = None
+    # detectors on labelled data (YOLO, COCO, labels.json): mAP@0.5 against the labelled objects
+    float_map50_truth: float | None = None
+    map50_truth: float | None = None
     latency_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,8 +172,12 @@ def _top1(scores: np.ndarray) -> np.ndarray:
 
 
 def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
-            output_format: OutputFormat | None) -> Metrics:
+            output_format: OutputFormat | None, transforms: Sequence[Transform] | None = None) -> Metrics:
     """Agreement, accuracy and error metrics of `quant` against `ref` (the float model).
+
+    For detectors: mAP@0.5 of the quantized model's detections (score >= PREDICTION_SCORE)
+    against the float model's (score >= TRUTH_SCORE), both decoded by the device's decoder
+    and mapped onto the images through `transforms` (one per sample; None: model-input pixels).
 
     Raises:
         ConversionError: the two models' outputs do not correspond.
@@ -167,8 +188,9 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
     n = len(ref.arrays[0]) if ref.arrays else 0
     per_output = tuple(_output_metrics(s.name, f, q) for s, f, q in zip(ref.specs, ref.arrays, quant.arrays))
     if output_format in (OutputFormat.SSD, OutputFormat.YOLO):
-        truth = [d.above(TRUTH_SCORE) for d in detections(ref, output_format)]
-        found = [d.above(PREDICTION_SCORE) for d in detections(quant, output_format)]
+        meta = {"output_format": output_format.value, "detection": detection_metadata(output_format, ref)}
+        truth = detections(ref, meta, TRUTH_SCORE, transforms)
+        found = detections(quant, meta, PREDICTION_SCORE, transforms)
         return Metrics(n, per_output, map50=map50(truth, found))
     if output_format is not OutputFormat.CLASSES:
         return Metrics(n, per_output)
@@ -181,49 +203,66 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
     return metrics
 
 
-def detections(outputs: ModelOutputs, output_format: OutputFormat) -> list[ImageDetections]:
-    """Per-image detections from a detector's outputs (SSD post-processed, or raw YOLO + NMS).
+def detections(outputs: ModelOutputs, metadata: dict[str, Any] | OutputFormat, threshold: float = PREDICTION_SCORE,
+               transforms: Sequence[Transform] | None = None) -> list[Detections]:
+    """Per-sample detections, decoded as the device decodes them (``edgekit.contract.make_decoder``
+    with this edgekit `metadata`, or just an output format), boxes through each sample's transform.
 
     Raises:
-        ConversionError: the outputs are not the four SSD post-processing outputs.
+        ConversionError: the outputs do not fit the format, or the transforms do not fit the samples.
     """
-    if output_format is OutputFormat.YOLO:
-        raw = max(outputs.arrays, key=lambda a: a[0].size)
-        return [yolo_detections(r) for r in raw]
-    boxes, classes, scores, count = _ssd_roles(outputs)
-    return [ssd_detections(boxes[i], classes[i], scores[i], None if count is None else count[i])
-            for i in range(len(boxes))]
+    meta = {"output_format": metadata.value} if isinstance(metadata, OutputFormat) else metadata
+    n = len(outputs.arrays[0]) if outputs.arrays else 0
+    if transforms is not None and len(transforms) != n:
+        raise ConversionError(f"{len(transforms)} image transforms for {n} samples")
+    try:
+        decoder = make_decoder(outputs.specs, meta, threshold=threshold)
+        fallback = transforms is None and Transform.identity(_input_size(outputs))
+    except ModelError as exc:
+        raise ConversionError(f"cannot decode the detector's outputs: {exc}") from None
+    return [decoder([a[i] for a in outputs.arrays], transforms[i] if transforms is not None else fallback)
+            for i in range(n)]  # type: ignore[misc]
+
+
+def _input_size(outputs: ModelOutputs) -> tuple[int, int]:
+    if not outputs.inputs:
+        return (1, 1)  # boxes stay normalized: unknown input, and the mAP does not care
+    return image_input(outputs.inputs[0]).size
+
+
+def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None) -> dict[str, Any] | None:
+    """The ``detection`` part of the edgekit metadata for a detector (the converter writes it; the
+    gate decodes with it). YOLO boxes are judged normalized when 99% of their coordinates stay in 1.5.
+    """
+    if fmt is OutputFormat.SSD:
+        return {"box_format": "yxyx", "normalized": True}
+    if fmt is OutputFormat.YOLO:
+        doc: dict[str, Any] = {"box_format": "cxcywh", "iou_threshold": DEFAULT_IOU}
+        if reference is not None:  # boxes of a few input pixels or more are not in 0..1
+            boxes = yolo_boxes(reference)
+            doc["normalized"] = bool(boxes.size and np.percentile(np.abs(boxes), 99) <= 1.5)
+        return doc
+    return None
 
 
 def yolo_boxes(outputs: ModelOutputs) -> np.ndarray:
-    """The raw cx, cy, w, h columns of a YOLO output over all samples, shape (K, 4)."""
-    raw = max(outputs.arrays, key=lambda a: a[0].size)
-    rows = raw if raw.shape[-2] >= raw.shape[-1] else np.swapaxes(raw, -1, -2)
+    """The raw box columns of a YOLO model's outputs over all samples, shape (K, 4).
+
+    Raises:
+        ModelError: the outputs are not a YOLO head.
+    """
+    where = yolo_outputs(outputs.specs)
+    raw = outputs.arrays[where.boxes]
+    if where.split:
+        rows = raw if where.transposed else np.swapaxes(raw, -1, -2)
+    else:
+        rows = raw if raw.shape[-2] >= raw.shape[-1] else np.swapaxes(raw, -1, -2)
     return rows[..., :4].reshape(-1, 4)
 
 
-def _ssd_roles(outputs: ModelOutputs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """Which output is which: boxes end in 4; count has one value; the ':1'/':2' names (the TF1
-    export order boxes, classes, scores, count) or integral values tell classes from scores."""
-    arrays = list(outputs.arrays)
-    boxes_i = next(i for i, a in enumerate(arrays) if a.ndim == 3 and a.shape[-1] == 4)
-    count_i = next((i for i, a in enumerate(arrays) if a[0].size == 1), None)
-    rest = [i for i in range(len(arrays)) if i not in (boxes_i, count_i)]
-    if len(rest) != 2:
-        raise ConversionError(f"expected SSD outputs boxes, classes, scores, count; got shapes "
-                              f"{[a.shape for a in arrays]}")
-    names = [outputs.specs[i].name for i in rest]
-    if names[0].endswith(":2") and names[1].endswith(":1"):
-        rest.reverse()
-    elif not (names[0].endswith(":1") and names[1].endswith(":2")):
-        integral = [bool(np.all(arrays[i] == np.round(arrays[i]))) for i in rest]
-        if integral == [False, True]:
-            rest.reverse()
-    return arrays[boxes_i], arrays[rest[0]], arrays[rest[1]], (None if count_i is None else arrays[count_i])
-
-
 def infer_output_format(model: bytes, task: Task | None, given: OutputFormat | None) -> OutputFormat | None:
-    """classes / ssd / yolo from the float .tflite's ops and output shapes (None: no known format).
+    """classes / ssd / yolo from the float .tflite's ops and output shapes, by the device's
+    recognizer (None: no known format).
 
     Raises:
         ConversionError: `task` is detect but the outputs look like neither SSD nor YOLO.
@@ -232,25 +271,18 @@ def infer_output_format(model: bytes, task: Task | None, given: OutputFormat | N
         return given
     parsed = parse_tflite(model, label="the float model")
     sg = parsed.subgraphs[0]
-    shapes = [sg.tensors[i].shape for i in sg.outputs]
-    if SSD_OP in parsed.opcodes:
-        return OutputFormat.SSD
-    if task is Task.DETECT:
-        if any(len(s) == 3 and min(s[1:]) >= 5 for s in shapes):
-            return OutputFormat.YOLO
-        raise ConversionError(f"--task detect, but outputs {shapes} are neither SSD post-processed "
-                              "(TFLite_Detection_PostProcess) nor raw YOLO [1, 4+C, N] / [1, N, 5+C]")
-    if len(shapes) == 1 and len(shapes[0]) == 2:
-        return OutputFormat.CLASSES
-    return None
+    outputs = [sg.tensors[i] for i in sg.outputs]
+    fmt = recognize_format(outputs, None, ops=parsed.opcodes)
+    if task is Task.DETECT and fmt not in (OutputFormat.SSD, OutputFormat.YOLO):
+        raise ConversionError(f"--task detect, but outputs {[list(t.shape) for t in outputs]} are neither SSD "
+                              "post-processed (TFLite_Detection_PostProcess) nor raw YOLO [1, 4+C, N] / [1, N, 5+C] "
+                              "(or boxes [1, 4, N] and scores [1, C, N])")
+    return fmt
 
 
 def task_of(output_format: OutputFormat | None, task: Task | None) -> Task | None:
-    if task is not None:
-        return task
-    if output_format in (OutputFormat.SSD, OutputFormat.YOLO):
-        return Task.DETECT
-    return Task.CLASSIFY if output_format is OutputFormat.CLASSES else None
+    """The task asked for, else the one the output format serves."""
+    return task if task is not None else _format_task(output_format)
 
 
 def label_summary(labels: Sequence[str] | None, classes: int | None) -> str | None:

@@ -1,22 +1,56 @@
-"""Image files and pixel arrays -> model inputs, with a parallel tf.data pipeline.
+"""Image files and pixel arrays -> model inputs, computed by the device's own code.
 
-The preprocessing is the one the device applies (edgekit.preprocess): color order, resize
-(stretch, or letterbox padded with 114 grey), then (pixel - mean) / std.
+RGB images go through exactly what ``edgekit.Detector``/``Classifier`` do on the device
+(:func:`edgekit.preprocess.load_image`, :func:`~edgekit.preprocess.fit`, the contract's
+:class:`~edgekit.contract.Normalization`), so the accuracy gate feeds the models the numbers
+the device will, and keeps each image's :class:`~edgekit.contract.Transform` to map
+detections back onto it. Models with other channel counts go through a tf.data pipeline.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from edgekit.contract.enums import ColorOrder, ResizeMode
+from edgekit.contract.spec import LETTERBOX_PAD, Transform
 from edgekit.converters._native import import_tensorflow, progress
-from edgekit.converters.options import ColorOrder, ResizeMode
-from edgekit.converters.preprocessing import LETTERBOX_PAD, Preprocessing
+from edgekit.converters.preprocessing import Preprocessing
 from edgekit.errors import InputError
 
-__all__ = ["IMAGE_SUFFIXES", "list_images", "class_ids", "decode_images", "prepare_pixels", "tf_prepare"]
+__all__ = ["IMAGE_SUFFIXES", "Inputs", "list_images", "class_ids", "decode_images", "prepare_pixels", "tf_prepare"]
+
+
+class Inputs(NamedTuple):
+    """Model inputs (N, H, W, C) float32 and, for RGB images, each one's transform (else None)."""
+
+    x: np.ndarray
+    transforms: tuple[Transform, ...] | None
+
+
+def _device_inputs(items: Sequence[Any], load: Callable[[Any], np.ndarray], pre: Preprocessing,
+                   desc: str) -> Inputs:
+    """What the device computes for each item: load, fit (resize/letterbox), normalize."""
+    from edgekit.preprocess import fit
+
+    norm = pre.normalization
+    if norm is None:
+        raise InputError(f"the device's preprocessing takes RGB images; this model has {pre.channels} channels")
+
+    def one(item: Any) -> tuple[np.ndarray, Transform]:
+        resized, tf = fit(load(item), pre.input_size, pre.resize)
+        return norm.real(resized), tf
+
+    workers = max(1, min(4, os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers) as pool:  # OpenCV and Pillow release the GIL
+        done = list(progress(pool.map(one, items), total=len(items), desc=desc))
+    if not done:
+        return Inputs(np.zeros((0, pre.input_size[1], pre.input_size[0], 3), np.float32), ())
+    return Inputs(np.stack([d[0] for d in done]).astype(np.float32), tuple(d[1] for d in done))
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 
@@ -54,12 +88,23 @@ def class_ids(classes: list[str], labels: Sequence[str] | None, root: Path) -> t
     return names, np.array([index[c] for c in classes], np.int64)
 
 
-def decode_images(paths: list[str], pre: Preprocessing, desc: str) -> np.ndarray:
-    """Decode, resize and normalize image files with a parallel tf.data pipeline (in order).
+def _load_image(path: str) -> np.ndarray:
+    from edgekit.preprocess import load_image
+
+    try:
+        return load_image(path)
+    except InputError as exc:
+        raise InputError(f"cannot decode image {str(path)!r} of the data: {exc}") from None
+
+
+def decode_images(paths: list[str], pre: Preprocessing, desc: str) -> Inputs:
+    """Decode, resize and normalize image files (in order), as the device does.
 
     Raises:
-        InputError: a file is not an image TensorFlow decodes (JPEG, PNG, BMP, GIF).
+        InputError: a file is not an image (or, for non-RGB models, not one TensorFlow decodes).
     """
+    if pre.channels == 3:
+        return _device_inputs(paths, _load_image, pre, desc)
     tf = import_tensorflow()
     channels = pre.channels
 
@@ -77,11 +122,11 @@ def decode_images(paths: list[str], pre: Preprocessing, desc: str) -> np.ndarray
         except tf.errors.InvalidArgumentError as exc:
             why = str(exc).splitlines()[0].split(": ")[-1].rstrip(".")  # TF's own reason, last in its chain
             raise InputError(f"cannot decode image {str(paths[i])!r}: {why}. Remove or re-save it") from None
-    return np.stack(out).astype(np.float32)
+    return Inputs(np.stack(out).astype(np.float32), None)
 
 
 def tf_prepare(tf: Any, img: Any, pre: Preprocessing) -> Any:
-    """uint8 HWC pixels -> model input: color order, resize, (pixel - mean) / std."""
+    """uint8 HWC pixels -> model input: color order, resize, (pixel - mean) / std (non-RGB models)."""
     img = tf.cast(img, tf.float32)
     if pre.color is ColorOrder.BGR:
         img = img[..., ::-1]
@@ -101,15 +146,17 @@ def tf_prepare(tf: Any, img: Any, pre: Preprocessing) -> Any:
     return (img - mean) / std
 
 
-def prepare_pixels(pixels: np.ndarray, pre: Preprocessing) -> np.ndarray:
-    """uint8 pixel arrays (N, H, W, C) -> model inputs, as :func:`decode_images` does for files.
+def prepare_pixels(pixels: np.ndarray, pre: Preprocessing) -> Inputs:
+    """uint8 pixel arrays (N, H, W, C; RGB) -> model inputs, as :func:`decode_images` does for files.
 
     Raises:
         InputError: the arrays' channels differ from the model's.
     """
-    tf = import_tensorflow()
     if pixels.shape[-1] != pre.channels:
         raise InputError(f"pixel arrays have {pixels.shape[-1]} channels; the model takes {pre.channels}")
+    if pre.channels == 3:
+        return _device_inputs(list(pixels), np.ascontiguousarray, pre, "preparing images")
+    tf = import_tensorflow()
     ds = tf.data.Dataset.from_tensor_slices(pixels).map(lambda im: tf_prepare(tf, im, pre),
                                                         num_parallel_calls=tf.data.AUTOTUNE)
-    return np.stack(list(ds.prefetch(tf.data.AUTOTUNE).as_numpy_iterator())).astype(np.float32)
+    return Inputs(np.stack(list(ds.prefetch(tf.data.AUTOTUNE).as_numpy_iterator())).astype(np.float32), None)

@@ -1,18 +1,18 @@
 """What a conversion is asked to do: the mode, the data budget, the gate, the preprocessing.
 
 Choices are enums; the CLI maps its strings to them in one place (:meth:`Mode.parse`
-and friends), the library never compares loose strings.
+and friends), the library never compares loose strings. Task, OutputFormat, ColorOrder and
+ResizeMode are the model contract's (:mod:`edgekit.contract.enums`), shared with the device.
 """
 
 from __future__ import annotations
 
-import difflib
-import enum
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from edgekit.contract.enums import Choice, ColorOrder, OutputFormat, ResizeMode, Task
 from edgekit.errors import InputError
 
 __all__ = [
@@ -26,27 +26,7 @@ __all__ = [
 ]
 
 
-class _Choice(str, enum.Enum):
-    @classmethod
-    def parse(cls, value: str | _Choice) -> _Choice:
-        """The member named `value` (case-insensitive, '_' or '-'), with a did-you-mean.
-
-        Raises:
-            InputError: no member has that name.
-        """
-        if isinstance(value, cls):
-            return value
-        text = str(value).strip().lower().replace("_", "-")
-        for member in cls:
-            if member.value == text:
-                return member
-        names = [m.value for m in cls]
-        close = difflib.get_close_matches(text, names, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise InputError(f"unknown {cls.__name__.lower()} {value!r}; choose one of {', '.join(names)}.{hint}")
-
-
-class Mode(_Choice):
+class Mode(Choice):
     """How the model is stored and computed after conversion.
 
     FLOAT32: no quantization (the reference). FLOAT16: float16 weights, float compute.
@@ -81,27 +61,6 @@ class Mode(_Choice):
         return {Mode.INT8: "int8", Mode.UINT8: "uint8", Mode.EDGETPU: "uint8"}.get(self, "float32")
 
 
-class Task(_Choice):
-    CLASSIFY = "classify"
-    DETECT = "detect"
-
-
-class OutputFormat(_Choice):
-    CLASSES = "classes"  # [1, C] scores
-    SSD = "ssd"  # TFLite_Detection_PostProcess: boxes, classes, scores, count
-    YOLO = "yolo"  # raw [1, 4+C, N] or [1, N, 5+C]
-
-
-class ColorOrder(_Choice):
-    RGB = "rgb"
-    BGR = "bgr"
-
-
-class ResizeMode(_Choice):
-    STRETCH = "stretch"
-    LETTERBOX = "letterbox"
-
-
 @dataclass(frozen=True)
 class PreprocessingOverrides:
     """What the user states about preprocessing; None means 'infer from the model'.
@@ -118,6 +77,10 @@ class PreprocessingOverrides:
     resize: ResizeMode | None = None
 
     def __post_init__(self) -> None:
+        if self.color is not None:
+            object.__setattr__(self, "color", ColorOrder.parse(self.color))
+        if self.resize is not None:
+            object.__setattr__(self, "resize", ResizeMode.parse(self.resize))
         if self.scale is not None and (self.mean is not None or self.std is not None):
             raise InputError("give either scale or mean/std, not both (scale s is mean 0, std 1/s)")
         if self.scale is not None and self.scale <= 0:

@@ -20,19 +20,18 @@ from edgekit.converters.audit import AuditReport, audit_calibration
 from edgekit.converters.convert import LayerDiagnosis, QuantizerEngine, TFLiteConverterEngine
 from edgekit.converters.data import DataSplit, load_data
 from edgekit.converters.debug import FallbackOutcome, Trial, auto_fallback
-from edgekit.converters.detection import NMS_IOU
 from edgekit.converters.edgetpu import compile_for_edgetpu
 from edgekit.converters.evaluate import (
     Metrics,
     ModelOutputs,
     chance_warning,
     compare,
+    detection_metadata,
     infer_output_format,
     label_summary,
     measure_latency,
     predict,
     task_of,
-    yolo_boxes,
 )
 from edgekit.converters.gate import GateResult, check_gate
 from edgekit.converters.metadata_writer import write_bytes_atomic, write_metadata
@@ -190,7 +189,7 @@ class Session:
             if p.reference is not None and p.data.validation is not None:
                 val = p.data.validation
                 quant = p.reference if model == p.float_bytes else predict(path, val.x, f"{mode.value} model")
-                metrics = compare(p.reference, quant, val.y, p.output_format)
+                metrics = compare(p.reference, quant, val.y, p.output_format, val.transforms)
             float_ms, latency = measure_latency([p.float_path, path], p.first_input(self.src.input_shape))
         except ModelError as exc:
             raise ConversionError(f"the {mode.value} model was converted but the interpreter cannot run it "
@@ -262,7 +261,7 @@ class Session:
             "labels": list(p.labels) if p.labels else None,
             "preprocessing": p.pre.to_metadata() if p.pre else None,
             "output_format": p.output_format.value if p.output_format else None,
-            "detection": _detection_metadata(p.output_format, p.reference),
+            "detection": detection_metadata(p.output_format, p.reference),
             "quantization": _drop_none({
                 "mode": self.opts.mode.value, "engine": self.engine.name, "engine_version": self.engine.version,
                 "calibration_samples": len(p.data.calibration) if p.data.calibration else None,
@@ -288,18 +287,6 @@ class Session:
                                            "ops_on_cpu": report.ops_on_cpu}}
         write_bytes_atomic(compiled.model, write_metadata(compiled.model.read_bytes(), doc))
         return dataclasses.replace(res, edgetpu=compiled)
-
-
-def _detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None) -> dict[str, Any] | None:
-    if fmt is OutputFormat.SSD:
-        return {"box_format": "yxyx", "normalized": True}
-    if fmt is OutputFormat.YOLO:
-        doc: dict[str, Any] = {"box_format": "cxcywh", "iou_threshold": NMS_IOU}
-        if reference is not None:  # boxes of a few input pixels or more are not in 0..1
-            boxes = yolo_boxes(reference)
-            doc["normalized"] = bool(boxes.size and np.percentile(np.abs(boxes), 99) <= 1.5)
-        return doc
-    return None
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.converters.options import ColorOrder, PreprocessingOverrides, ResizeMode
+from edgekit.contract.enums import ColorOrder, ResizeMode
+from edgekit.contract.spec import LETTERBOX_PAD, Normalization
+from edgekit.converters.options import PreprocessingOverrides
 from edgekit.converters.source import SourceModel
 
 __all__ = ["Preprocessing", "resolve_preprocessing", "LETTERBOX_PAD"]
-
-# Grey padding for letterboxing, as YOLO exporters and most detectors use.
-LETTERBOX_PAD = 114.0
 
 # Keras Applications whose preprocess_input is outside the model: name prefix -> (mean, std, color).
 _KERAS_APPLICATIONS: tuple[tuple[str, tuple[float, ...], tuple[float, ...], ColorOrder], ...] = (
@@ -43,8 +42,15 @@ class Preprocessing:
     resize: ResizeMode = ResizeMode.STRETCH
     decided_by: str = "assumed"  # "flags" | "model: ..." | "keras application ..." | "assumed"
 
+    @property
+    def normalization(self) -> Normalization | None:
+        """The device's :class:`~edgekit.contract.Normalization` for this (None unless 3 channels)."""
+        if self.channels != 3:
+            return None
+        return Normalization(mean=self.mean, std=self.std, color=self.color)
+
     def normalize(self, pixels: np.ndarray) -> np.ndarray:
-        """(pixel - mean) / std over the last axis, in float32."""
+        """(pixel - mean) / std over the last axis, in float32 (the channels already in model order)."""
         mean = np.asarray(self.mean, np.float32)
         std = np.asarray(self.std, np.float32)
         return ((pixels.astype(np.float32) - mean) / std).astype(np.float32)
@@ -82,6 +88,7 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
     """
     if not src.is_image:
         return None, []
+    hinted_resize: ResizeMode | None = None
     _, h, w, c = src.input_shape
     warnings: list[str] = []
     color = given.color or ColorOrder.RGB
@@ -99,6 +106,9 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
                             "the model was trained on raw pixels)")
     elif src.normalization is not None:
         decided = f"model: {src.normalization.description} at its input, so it takes raw pixels 0..255"
+    elif (hint := getattr(src, "preprocessing_hint", None)) is not None:
+        mean, std, decided = hint.mean, hint.std, hint.description
+        hinted_resize = ResizeMode.parse(hint.resize)
     elif (app := _keras_application(src.model_name)) is not None:
         mean, std, app_color = app[1], app[2], app[3]
         color = given.color or app_color
@@ -110,7 +120,7 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
                         "assumed pixels / 255 (inputs 0..1). State it with --scale, or --mean and --std")
     pre = Preprocessing(input_size=(w, h), channels=c, mean=_per_channel(mean, c, "mean"),
                         std=_per_channel(std, c, "std"), color=color,
-                        resize=given.resize or ResizeMode.STRETCH, decided_by=decided)
+                        resize=given.resize or hinted_resize or ResizeMode.STRETCH, decided_by=decided)
     return pre, warnings
 
 

@@ -22,22 +22,58 @@ The device side never imports TensorFlow; ``edgekit.converters`` (the workstatio
 
 from __future__ import annotations
 
-from edgekit.errors import (
-    AccuracyGateError,
-    BackendError,
-    ConfigError,
-    ConversionError,
-    DelegateError,
-    EdgekitError,
-    InputError,
-    ModelError,
-    SourceError,
-)
-from edgekit.labels import load_labels
-from edgekit.preprocess import Normalization, ResizeMode, Transform, fit, fit_into, load_image, to_input
-from edgekit.results import Classes, Classification, Detection, Detections, FrameResult, draw
-from edgekit.runtimes import Delegate, Model, ModelInfo, TensorSpec, inspect_model, load_model
-from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names are imported when first used (PEP 562), so `import edgekit.runtimes` or
+# `import edgekit.contract` loads numpy and the interpreter alone: no OpenCV, no video loop.
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("AccuracyGateError", "BackendError", "ConfigError", "ConversionError", "DelegateError",
+                     "EdgekitError", "InputError", "ModelError", "SourceError"), "edgekit.errors"),
+    "load_labels": "edgekit.labels",
+    **dict.fromkeys(("Normalization", "ResizeMode", "Transform"), "edgekit.contract.spec"),
+    **dict.fromkeys(("fit", "fit_into", "load_image", "to_input"), "edgekit.preprocess"),
+    **dict.fromkeys(("Classes", "Classification", "Detection", "Detections", "FrameResult", "draw"),
+                    "edgekit.results"),
+    **dict.fromkeys(("Delegate", "Model", "ModelInfo", "TensorSpec", "inspect_model", "load_model"),
+                    "edgekit.runtimes"),
+    **dict.fromkeys(("Classifier", "ClassifierOptions", "Detector", "DetectorOptions"), "edgekit.tasks"),
+}
+_EXPORTS["ResizeMode"] = "edgekit.contract.enums"
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
+    from edgekit.contract.enums import ResizeMode
+    from edgekit.contract.spec import Normalization, Transform
+    from edgekit.errors import (
+        AccuracyGateError,
+        BackendError,
+        ConfigError,
+        ConversionError,
+        DelegateError,
+        EdgekitError,
+        InputError,
+        ModelError,
+        SourceError,
+    )
+    from edgekit.labels import load_labels
+    from edgekit.preprocess import fit, fit_into, load_image, to_input
+    from edgekit.results import Classes, Classification, Detection, Detections, FrameResult, draw
+    from edgekit.runtimes import Delegate, Model, ModelInfo, TensorSpec, inspect_model, load_model
+    from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'edgekit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __version__ = "0.1.0"
 

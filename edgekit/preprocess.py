@@ -13,18 +13,17 @@ W x H image is ``(0, 0, W, H)`` and the mapping between image and input is exact
 
 from __future__ import annotations
 
-import enum
-import numbers
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import cv2
 import numpy as np
 
-from edgekit.errors import InputError, ModelError
+from edgekit.contract.enums import ColorOrder, ResizeMode
+from edgekit.contract.spec import LETTERBOX_PAD, Normalization, Transform, plan_resize
+from edgekit.errors import InputError
 from edgekit.runtimes.model import TensorSpec
 
 __all__ = [
@@ -41,8 +40,6 @@ __all__ = [
 ]
 
 MAX_IMAGE_PIXELS = 100_000_000
-# Letterbox borders are gray 114: what YOLO-family models see in training.
-LETTERBOX_PAD = 114
 
 
 def load_image(path: str | os.PathLike[str]) -> np.ndarray:
@@ -141,73 +138,6 @@ def _on_black(rgb: np.ndarray, alpha: np.ndarray, premultiplied: bool) -> np.nda
     return out.astype(np.uint8)
 
 
-class ResizeMode(str, enum.Enum):
-    """STRETCH: scale each axis to fit (aspect ratio changes; what SSD/MobileNet expect).
-    LETTERBOX: one scale keeping the aspect ratio, the rest padded, centered (YOLO)."""
-
-    STRETCH = "stretch"
-    LETTERBOX = "letterbox"
-
-
-@dataclass(frozen=True)
-class Transform:
-    """The exact mapping between source-image pixels and model-input pixels.
-
-    ``input = source * scale + pad`` on each axis, in continuous pixel coordinates.
-    For LETTERBOX the two scales are the content's real size over the source's, so they
-    differ by the rounding of the content size at most.
-    """
-
-    src_size: tuple[int, int]  # (width, height) of the source image
-    dst_size: tuple[int, int]  # (width, height) of the model input
-    scale_x: float
-    scale_y: float
-    pad_x: float = 0.0
-    pad_y: float = 0.0
-
-    def boxes_to_source(self, boxes_xyxy: np.ndarray) -> np.ndarray:
-        """Boxes (..., 4) as x1, y1, x2, y2 in input pixels -> source pixels, clipped to the image.
-
-        Raises:
-            InputError: the last axis is not 4 long.
-        """
-        b = _as_boxes(boxes_xyxy)
-        offset = np.array([self.pad_x, self.pad_y, self.pad_x, self.pad_y])
-        scale = np.array([self.scale_x, self.scale_y, self.scale_x, self.scale_y])
-        out = (b - offset) / scale
-        w, h = self.src_size
-        return np.clip(out, 0.0, np.array([w, h, w, h], dtype=np.float64))
-
-    def normalized_to_source(self, boxes_xyxy_normalized: np.ndarray) -> np.ndarray:
-        """Boxes as x1, y1, x2, y2 in [0, 1] of the model input -> source pixels, clipped.
-
-        Raises:
-            InputError: the last axis is not 4 long.
-        """
-        b = _as_boxes(boxes_xyxy_normalized)
-        w, h = self.dst_size
-        return self.boxes_to_source(b * np.array([w, h, w, h], dtype=np.float64))
-
-
-def _as_boxes(boxes: np.ndarray) -> np.ndarray:
-    b = np.asarray(boxes, dtype=np.float64)
-    if b.ndim == 0 or b.shape[-1] != 4:
-        raise InputError(f"boxes must have shape (..., 4) as x1, y1, x2, y2; got shape {b.shape}")
-    return b
-
-
-def _plan(src_hw: tuple[int, int], dst_wh: tuple[int, int], mode: ResizeMode) -> tuple[Transform, int, int]:
-    """The transform, and the size (width, height) of the image's content inside the input."""
-    h, w = src_hw
-    dw, dh = dst_wh
-    if mode is ResizeMode.STRETCH:
-        return Transform((w, h), (dw, dh), dw / w, dh / h), dw, dh
-    scale = min(dw / w, dh / h)
-    nw, nh = max(1, min(dw, round(w * scale))), max(1, min(dh, round(h * scale)))
-    tf = Transform((w, h), (dw, dh), nw / w, nh / h, float((dw - nw) // 2), float((dh - nh) // 2))
-    return tf, nw, nh
-
-
 def _check_image(image: np.ndarray) -> np.ndarray:
     a = np.asarray(image)
     if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8 or 0 in a.shape:
@@ -228,16 +158,6 @@ def _resize_into(image: np.ndarray, target: np.ndarray) -> None:
     out = cv2.resize(image, (tw, th), dst=target, interpolation=interp)
     if not np.shares_memory(out, target):  # OpenCV made its own array; copy it in
         target[...] = out
-
-
-def _mode(mode: ResizeMode | str) -> ResizeMode:
-    if isinstance(mode, ResizeMode):
-        return mode
-    try:
-        return ResizeMode(str(mode).lower())
-    except ValueError:
-        raise InputError(f"unknown resize mode {mode!r}; choose one of "
-                         f"{', '.join(m.value for m in ResizeMode)}") from None
 
 
 def fit(image: np.ndarray, size: tuple[int, int], mode: ResizeMode | str = ResizeMode.STRETCH,
@@ -272,8 +192,8 @@ def fit_into(image: np.ndarray, out_view: np.ndarray, mode: ResizeMode | str = R
         raise InputError(f"fit_into writes uint8 pixels into an (H, W, 3) or (1, H, W, 3) uint8 array, got "
                          f"{out_view.dtype.name} {out_view.shape}. For float or int8 model inputs use fit() "
                          "then to_input().")
-    m = _mode(mode)
-    tf, nw, nh = _plan(a.shape[:2], (view.shape[1], view.shape[0]), m)
+    m = ResizeMode.parse(mode)
+    tf, nw, nh = plan_resize(a.shape[:2], (view.shape[1], view.shape[0]), m)
     if m is ResizeMode.STRETCH:
         _resize_into(a, view)
         return tf
@@ -284,72 +204,6 @@ def fit_into(image: np.ndarray, out_view: np.ndarray, mode: ResizeMode | str = R
     view[y0:y0 + nh, x0 + nw:] = pad_value
     _resize_into(a, view[y0:y0 + nh, x0:x0 + nw])
     return tf
-
-
-class ColorOrder(str, enum.Enum):
-    RGB = "RGB"
-    BGR = "BGR"
-
-
-@dataclass(frozen=True)
-class Normalization:
-    """How pixels become the model's real input values: ``real = (pixel - mean) / std``.
-
-    ``mean``/``std`` of None mean "the convention for the input's type" (see
-    :func:`to_input`); ``color`` is the channel order the model was trained on.
-    """
-
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
-    color: ColorOrder = ColorOrder.RGB
-
-    def __post_init__(self) -> None:
-        try:
-            if not isinstance(self.color, ColorOrder):
-                object.__setattr__(self, "color", ColorOrder(str(self.color).upper()))
-        except ValueError:
-            raise InputError(f"color must be RGB or BGR, got {self.color!r}") from None
-        if (self.mean is None) != (self.std is None):
-            raise InputError("give both mean and std, or neither")
-        for name in ("mean", "std"):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, _three(name, value))
-        if self.std is not None and any(s == 0 for s in self.std):
-            raise InputError(f"std must not be 0, got {self.std}")
-
-    @classmethod
-    def from_metadata(cls, meta: Mapping[str, Any] | None) -> Normalization | None:
-        """The normalization in edgekit metadata (the whole document or its ``preprocessing``).
-
-        Returns None when the metadata says nothing about it.
-
-        Raises:
-            ModelError: the metadata holds values that make no sense.
-        """
-        if not meta:
-            return None
-        pre = meta.get("preprocessing", meta)
-        if not isinstance(pre, Mapping) or not any(k in pre for k in ("mean", "std", "color")):
-            return None
-        try:
-            return cls(mean=pre.get("mean"), std=pre.get("std"), color=pre.get("color") or "RGB")
-        except (InputError, TypeError) as exc:
-            raise ModelError(f"the model's edgekit metadata has invalid preprocessing {dict(pre)}: {exc}. "
-                             "Re-export the model with `edgekit convert`.") from None
-
-
-def _three(name: str, value: Any) -> tuple[float, float, float]:
-    vals = [value] if isinstance(value, numbers.Real) else list(value)
-    if len(vals) == 1:
-        vals = vals * 3
-    if len(vals) != 3 or not all(_finite_number(v) for v in vals):
-        raise InputError(f"{name} must be one number or three (one per channel), got {value!r}")
-    return (float(vals[0]), float(vals[1]), float(vals[2]))
-
-
-def _finite_number(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and bool(np.isfinite(v))
 
 
 def to_input(image: np.ndarray, spec: TensorSpec, norm: Normalization | None = None) -> np.ndarray:
@@ -375,13 +229,12 @@ def to_input(image: np.ndarray, spec: TensorSpec, norm: Normalization | None = N
     if a.shape[:2] != hw:
         raise InputError(f"input {spec.name!r} expects an image of {hw[1]}x{hw[0]} (shape {spec.shape}), "
                          f"got {a.shape[1]}x{a.shape[0]} {a.shape}. Resize it with fit() first.")
-    if norm is not None and norm.color is ColorOrder.BGR:
-        a = a[:, :, ::-1]
     dtype = np.dtype(spec.dtype)
     if norm is not None and norm.mean is not None and norm.std is not None:
-        real = (a.astype(np.float32) - np.float32(norm.mean)) / np.float32(norm.std)
-        out = _real_to(real, spec)
-    elif dtype == np.uint8:
+        return np.ascontiguousarray(_real_to(norm.real(a), spec)).reshape(spec.shape)
+    if norm is not None and norm.color is ColorOrder.BGR:
+        a = a[:, :, ::-1]
+    if dtype == np.uint8:
         out = a
     elif dtype == np.int8:
         out = (a.astype(np.int16) - 128).astype(np.int8)

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence, Union
 
-import cv2
 import numpy as np
 
 from edgekit.errors import InputError
@@ -194,7 +193,7 @@ class FrameResult:
     latency_ms: float
     result: Result
     stages: StageTimes = field(default_factory=StageTimes)
-    captured: Any = field(default=None, repr=False, compare=False)  # the edgekit.video.Frame
+    captured: Any = field(default=None, repr=False, compare=False)  # the edgekit.sources.Frame
 
     @property
     def frame(self) -> np.ndarray | None:
@@ -236,6 +235,8 @@ class FrameResult:
 
 # One color per class id, stable across frames (RGB; golden-ratio hues are far apart).
 def _color(class_id: int) -> tuple[int, int, int]:
+    import cv2  # drawing only: the results themselves are numpy (edgekit.contract returns them)
+
     hue = int((class_id * 0.618034 % 1.0) * 180)
     hsv = np.uint8([[[hue, 200, 255]]])
     r, g, b = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)[0, 0]
@@ -255,6 +256,8 @@ def draw(frame: np.ndarray, result: Result, *, thickness: int = 2, copy: bool = 
     if not isinstance(frame, np.ndarray) or frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
         raise InputError(f"draw expects an RGB uint8 frame of shape (H, W, 3), got "
                          f"{getattr(frame, 'dtype', type(frame).__name__)} {np.shape(frame)}")
+    import cv2
+
     out = frame.copy() if copy else frame
     scale = max(0.4, min(out.shape[:2]) / 900)
     if isinstance(result, Classes):
@@ -270,6 +273,8 @@ def draw(frame: np.ndarray, result: Result, *, thickness: int = 2, copy: bool = 
 
 
 def _text(img: np.ndarray, text: str, org: tuple[int, int], color: tuple[int, int, int], scale: float) -> None:
+    import cv2
+
     font = cv2.FONT_HERSHEY_SIMPLEX
     (tw, th), base = cv2.getTextSize(text, font, scale * 0.6, 1)
     x, y = org

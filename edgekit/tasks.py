@@ -23,15 +23,16 @@ from typing import Any, Callable, Sequence, Union, overload
 import cv2
 import numpy as np
 
-from edgekit.decode import Decoder, OutputFormat, detect_format, make_decoder
+from edgekit.contract import Decoder, Normalization, OutputFormat, ResizeMode, Transform, detect_format, \
+    make_decoder, resize_mode
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, load_labels
 from edgekit.loop import LoopOptions, LoopSummary, Performance, Stream
-from edgekit.preprocess import Normalization, ResizeMode, Transform, fit, fit_into, to_input
+from edgekit.preprocess import fit, fit_into, to_input
 from edgekit.results import Classes, Detections, FrameResult, Result
 from edgekit.runtimes.delegates import Delegate
 from edgekit.runtimes.model import Model, default_threads, load_model
-from edgekit.video import Reconnect, SourceKind, SourceSpec, VideoSource, parse_source
+from edgekit.sources import Reconnect, SourceKind, SourceSpec, VideoSource, parse_source
 
 __all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",
            "make_engine"]
@@ -163,7 +164,7 @@ class ModelEngine:
         return times
 
 
-_ModelEngine = ModelEngine  # the name edgekit.hotswap imports; make_engine() is the public way in
+_ModelEngine = ModelEngine  # the name edgekit.inspect.hotswap imports; make_engine() is the public way in
 
 
 def _labels(option: Any, model: Model) -> list[str] | None:
@@ -176,11 +177,7 @@ def _labels(option: Any, model: Model) -> list[str] | None:
 
 
 def _resize(option: ResizeMode | str | None, model: Model) -> ResizeMode:
-    value = option or ((model.metadata or {}).get("preprocessing") or {}).get("resize") or "stretch"
-    try:
-        return value if isinstance(value, ResizeMode) else ResizeMode(str(value).lower())
-    except ValueError:
-        raise InputError(f"resize must be one of {', '.join(m.value for m in ResizeMode)}, got {value!r}") from None
+    return resize_mode(option, model.metadata)
 
 
 def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> ModelEngine:

@@ -30,7 +30,7 @@ from edgekit.commands._common import (
     positive_int,
     progress,
 )
-from edgekit.decode import OutputFormat, detect_format
+from edgekit.contract import OutputFormat, detect_format
 from edgekit.errors import InputError, ModelError
 from edgekit.loop import Stream
 from edgekit.results import FrameResult
@@ -39,7 +39,7 @@ from edgekit.sinks import Sink
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
 from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
-from edgekit.video import SourceKind, SourceSpec, VideoSource, parse_source
+from edgekit.sources import SourceKind, SourceSpec, VideoSource, parse_source
 
 __all__ = ["register", "run"]
 

@@ -1,7 +1,9 @@
 """Quantized-against-float measures: output metrics, the gate, detection mAP, the calibration audit.
 
 Pure functions are checked against hand-computed values; SSD parsing against real objects
-in real photos (../shared); the YOLO path on a tiny detector built here (TensorFlow).
+in real photos (../shared); the YOLO path on a tiny detector built here (TensorFlow). The
+decoders and mAP are the device's (edgekit.contract); their own tests are in
+tests/edgekit/contract/.
 """
 
 from __future__ import annotations
@@ -13,19 +15,19 @@ import pytest
 
 from edgekit.converters.audit import audit_calibration
 from edgekit.converters.data import Samples
-from edgekit.converters.detection import ImageDetections, box_iou, map50, nms, yolo_detections
+from edgekit.contract import OutputFormat, Task, box_iou, map50
 from edgekit.converters.evaluate import Metrics, ModelOutputs, compare, detections, infer_output_format, predict
 from edgekit.converters.gate import check_gate
-from edgekit.converters.options import OutputFormat, Task
 from edgekit.errors import ConversionError
 from edgekit.preprocess import fit, load_image
+from edgekit.results import Detections
 from edgekit.runtimes import TensorSpec
 from tests.conftest import shared_model
 
 
-def _dets(boxes: list[list[float]], scores: list[float], classes: list[int]) -> ImageDetections:
-    return ImageDetections(np.array(boxes, np.float32).reshape(-1, 4), np.array(scores, np.float32),
-                           np.array(classes, np.int64))
+def _dets(boxes: list[list[float]], scores: list[float], classes: list[int]) -> Detections:
+    return Detections(np.array(boxes, np.float32).reshape(-1, 4), np.array(scores, np.float32),
+                      np.array(classes, np.int64))
 
 
 A = [0, 0, 10, 10]
@@ -49,17 +51,14 @@ A_NEAR = [1, 0, 11, 10]  # IoU with A: 90/110 > 0.5
         ([_dets([], [], [])], [_dets([A], [.9], [0])], None),  # nothing to find: undefined
     ],
 )
-def test_map50(truth: list[ImageDetections], predicted: list[ImageDetections], expected: float | None) -> None:
+def test_map50(truth: list[Detections], predicted: list[Detections], expected: float | None) -> None:
     got = map50(truth, predicted)
     assert got == (pytest.approx(expected) if expected is not None else None)
 
 
-def test_box_iou_and_nms() -> None:
+def test_box_iou() -> None:
     assert box_iou(np.array(A, np.float32), np.array([A, A_NEAR, A_SHIFTED, B], np.float32)) == pytest.approx(
         [1.0, 90 / 110, 16 / 184, 0.0])
-    kept = nms(_dets([A, A_NEAR, B, A_NEAR], [.9, .8, .7, .95], [0, 0, 0, 1]))
-    # A_NEAR of class 0 overlaps A (0.82 > 0.45) and goes; the class-1 box is another class and stays
-    assert kept.scores.tolist() == pytest.approx([.95, .9, .7])
 
 
 @pytest.mark.parametrize("layout", ["v5", "v8"])
@@ -73,9 +72,12 @@ def test_yolo_layouts_decode_the_same_boxes(layout: str) -> None:
         raw = rows
     else:  # [4+C, N] without objectness: fold it into the class scores
         raw = np.concatenate([rows[:, :4], rows[:, 5:] * rows[:, 4:5]], axis=1).T
-    d = yolo_detections(raw)
-    assert d.boxes.tolist() == [[0, 0, 10, 10], [23, 23, 27, 27]]
-    assert d.classes.tolist() == [1, 0]
+    outs = ModelOutputs((TensorSpec("raw", 0, (1, *raw.shape), np.dtype(np.float32)),), (raw[None],),
+                        (TensorSpec("image", 0, (1, 32, 32, 3), np.dtype(np.float32)),))
+    meta = {"output_format": "yolo", "detection": {"normalized": False}}
+    (d,) = detections(outs, meta, threshold=0.05)
+    assert d.xyxy.tolist() == [[0, 0, 10, 10], [23, 23, 27, 27]]
+    assert d.class_ids.tolist() == [1, 0]
     assert d.scores.tolist() == pytest.approx([0.72, 0.45])
 
 
@@ -138,12 +140,12 @@ def test_ssd_outputs_are_read_as_real_objects(shared_models: Path, shared_images
     assert infer_output_format(ssd.read_bytes(), None, None) is OutputFormat.SSD
     x = np.concatenate([_real_inputs(shared_images / n, 300) for n in ("grace_hopper.bmp", "kite_and_cold.jpg")])
     outs = predict(ssd, x)
-    hopper, kites = [d.above(0.4) for d in detections(outs, OutputFormat.SSD)]
+    hopper, kites = detections(outs, OutputFormat.SSD, threshold=0.4)
     person, kite = 0, 37  # COCO label ids of this model (coco_labels.txt line numbers)
-    assert person in hopper.classes.tolist()
-    assert hopper.scores[hopper.classes == person].max() == pytest.approx(0.71, abs=0.08)
-    assert {person, kite} <= set(kites.classes.tolist())
-    assert np.all((hopper.boxes >= 0) & (hopper.boxes <= 1))
+    assert person in hopper.class_ids.tolist()
+    assert hopper.scores[hopper.class_ids == person].max() == pytest.approx(0.71, abs=0.08)
+    assert {person, kite} <= set(kites.class_ids.tolist())
+    assert np.all((hopper.xyxy >= 0) & (hopper.xyxy <= 300))  # no transforms: model-input pixels
     # a model against itself: every detection found again
     assert compare(outs, outs, None, OutputFormat.SSD).map50 == pytest.approx(1.0)
 

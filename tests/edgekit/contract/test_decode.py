@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgekit.decode import (
+from edgekit.contract import (
     BoxFormat,
     OutputFormat,
     YoloLayout,
@@ -220,7 +220,8 @@ def test_ssd_outputs_are_matched_by_name_or_by_value() -> None:
 def test_make_decoder_reads_the_metadata() -> None:
     meta = {"output_format": "yolo", "detection": {"box_format": "xyxy", "normalized": True, "iou_threshold": 0.6}}
     dec = make_decoder(_specs((1, 7, 50)), meta, labels=["a", "b", "c"], threshold=0.4)
-    assert (dec.format, dec.box_format, dec.normalized, dec.iou_threshold, dec.yolo) == (
+    assert dec.yolo is not None and not dec.yolo.split
+    assert (dec.format, dec.box_format, dec.normalized, dec.iou_threshold, dec.yolo.layout) == (
         OutputFormat.YOLO, BoxFormat.XYXY, True, 0.6, YoloLayout.V8)
     with pytest.raises(ModelError, match="box_format 'ltwh'"):
         make_decoder(_specs((1, 7, 50)), {"output_format": "yolo", "detection": {"box_format": "ltwh"}})

@@ -1,0 +1,80 @@
+"""The model contract: what a .tflite file's outputs and inputs mean, the same on both sides.
+
+numpy only (no OpenCV, no interpreter, no TensorFlow): the device's Detector/Classifier and the
+converter's accuracy gate import the same enums, the same format recognizer and the same
+decoders from here, so the gate measures exactly what the device will do::
+
+    from edgekit.contract import make_decoder, image_input, Normalization, Transform
+
+    decoder = make_decoder(model.outputs, model.metadata, threshold=0.25)
+    detections = decoder(outputs, transform)       # boxes in the source image's pixels
+
+Modules: :mod:`~edgekit.contract.enums` (Task, OutputFormat, BoxFormat, YoloLayout, ResizeMode,
+ColorOrder, Layout), :mod:`~edgekit.contract.spec` (Normalization, Transform, ImageInput, the
+letterbox geometry), :mod:`~edgekit.contract.recognize` (format from metadata, shapes, ops),
+:mod:`~edgekit.contract.decode` (SSD, YOLO + class-wise NMS, classification top-k),
+:mod:`~edgekit.contract.metrics` (mAP@0.5).
+
+The edgekit metadata (JSON in the flatbuffer's metadata table, written by ``edgekit convert``;
+every key optional, absent keys fall back to recognition from shapes):
+
+``task``              "classify" | "detect"
+``labels``            class names by class id
+``output_format``     "classes" | "ssd" | "yolo"
+``preprocessing``     ``input_size`` [w, h]; ``resize`` "stretch" | "letterbox" (gray 114,
+                      centered, as Ultralytics' LetterBox(auto=False)); ``color`` "RGB" | "BGR";
+                      ``mean``/``std`` (real = (pixel - mean) / std, per channel);
+                      ``layout`` "NHWC" | "NCHW" (only needed when the shape reads both ways)
+``detection``         ``box_format`` "cxcywh" | "xyxy" | "yxyx"; ``normalized`` true when boxes
+                      are fractions of the input (else input pixels; absent: judged by range);
+                      ``iou_threshold`` (class-wise NMS); ``score_threshold`` (default
+                      confidence); ``max_det`` (most detections per image);
+                      ``outputs`` ["boxes", "scores"] in output order, for a YOLO head split
+                      into boxes [1, 4, N] and class scores [1, C, N] (each with its own
+                      quantization scale)
+"""
+
+from __future__ import annotations
+
+from edgekit.contract.decode import (
+    DEFAULT_IOU,
+    Decoder,
+    batched_nms,
+    decode_classes,
+    decode_ssd,
+    decode_yolo,
+    make_decoder,
+    nms,
+    to_xyxy,
+)
+from edgekit.contract.enums import BoxFormat, Choice, ColorOrder, Layout, OutputFormat, ResizeMode, Task, YoloLayout
+from edgekit.contract.metrics import box_iou, map50
+from edgekit.contract.recognize import (
+    SSD_OP,
+    YoloOutputs,
+    detect_format,
+    recognize_format,
+    ssd_order,
+    task_of,
+    yolo_layout,
+    yolo_outputs,
+)
+from edgekit.contract.spec import (
+    LETTERBOX_PAD,
+    ImageInput,
+    Normalization,
+    TensorLike,
+    Transform,
+    image_input,
+    plan_resize,
+    resize_mode,
+)
+
+__all__ = [
+    "DEFAULT_IOU", "LETTERBOX_PAD", "SSD_OP",
+    "BoxFormat", "Choice", "ColorOrder", "Layout", "OutputFormat", "ResizeMode", "Task", "YoloLayout",
+    "Decoder", "ImageInput", "Normalization", "TensorLike", "Transform", "YoloOutputs",
+    "batched_nms", "box_iou", "decode_classes", "decode_ssd", "decode_yolo", "detect_format", "image_input",
+    "make_decoder", "map50", "nms", "plan_resize", "recognize_format", "resize_mode", "ssd_order", "task_of",
+    "to_xyxy", "yolo_layout", "yolo_outputs",
+]

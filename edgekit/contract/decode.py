@@ -1,0 +1,265 @@
+"""Model outputs -> typed results: SSD post-processed boxes, raw YOLO with NMS, classification.
+
+Small pure functions over dequantized output arrays; :func:`make_decoder` picks the one a
+model needs from its edgekit metadata ("output_format") or, failing that, from the shapes
+of its outputs (see :mod:`edgekit.contract.recognize`)::
+
+    decoder = make_decoder(model.outputs, model.metadata, labels=labels, threshold=0.5)
+    dets = decoder([model.output(i) for i in range(len(model.outputs))], transform)
+
+Boxes come back in the source frame's pixels through the preprocessing's
+:class:`~edgekit.contract.spec.Transform` (stretch or letterbox, exactly inverted). The
+converter's accuracy gate calls these same functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence, Union
+
+import numpy as np
+
+from edgekit.contract.enums import BoxFormat, OutputFormat, YoloLayout
+from edgekit.contract.recognize import YoloOutputs, detect_format, ssd_order, yolo_outputs
+from edgekit.contract.spec import TensorLike, Transform
+from edgekit.errors import InputError, ModelError
+from edgekit.labels import label_for
+from edgekit.results import Classes, Detections
+
+__all__ = ["DEFAULT_IOU", "MAX_NMS_CANDIDATES", "Decoder", "make_decoder", "nms", "batched_nms", "to_xyxy",
+           "decode_ssd", "decode_yolo", "decode_classes"]
+
+DEFAULT_IOU = 0.45
+# Raw YOLO heads hold thousands of rows; NMS over more candidates than this only costs time.
+MAX_NMS_CANDIDATES = 3000
+
+
+def to_xyxy(boxes: np.ndarray, fmt: BoxFormat) -> np.ndarray:
+    """(N, 4) boxes in ``fmt`` -> (N, 4) float32 x1, y1, x2, y2."""
+    b = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
+    if fmt is BoxFormat.XYXY:
+        return b
+    if fmt is BoxFormat.YXYX:
+        return b[:, [1, 0, 3, 2]]
+    half = b[:, 2:] / 2
+    return np.concatenate([b[:, :2] - half, b[:, :2] + half], axis=1)
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float = DEFAULT_IOU,
+        max_output: int | None = None) -> np.ndarray:
+    """Greedy non-maximum suppression: indices of the boxes kept, best score first.
+
+    A box is dropped when its IoU with a better-scoring kept box is above ``iou_threshold``.
+    ``boxes`` are (N, 4) x1, y1, x2, y2.
+    """
+    b = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
+    order = np.argsort(-np.asarray(scores, dtype=np.float32), kind="stable")
+    x1, y1, x2, y2 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    areas = np.maximum(x2 - x1, 0) * np.maximum(y2 - y1, 0)
+    keep: list[int] = []
+    while order.size and (max_output is None or len(keep) < max_output):
+        i, rest = order[0], order[1:]
+        keep.append(int(i))
+        w = np.maximum(np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]), 0)
+        h = np.maximum(np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]), 0)
+        inter = w * h
+        union = areas[i] + areas[rest] - inter
+        iou = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+        order = rest[iou <= iou_threshold]
+    return np.asarray(keep, dtype=np.int64)
+
+
+def batched_nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray,
+                iou_threshold: float = DEFAULT_IOU, max_output: int | None = None) -> np.ndarray:
+    """Class-wise NMS: boxes of different classes never suppress each other."""
+    b = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
+    if not len(b):
+        return np.zeros(0, dtype=np.int64)
+    # Shifting each class to its own region makes one NMS pass equal to one pass per class.
+    span = float(np.abs(b).max()) + 1.0
+    shifted = b + (np.asarray(class_ids, dtype=np.float32) * span)[:, None]
+    return nms(shifted, scores, iou_threshold, max_output)
+
+
+def _detections(xyxy: np.ndarray, scores: np.ndarray, ids: np.ndarray,
+                labels: Sequence[str] | None) -> Detections:
+    ids = ids.astype(np.int32)
+    # Boxes that fall wholly outside the frame (e.g. in letterbox padding) clip to nothing.
+    real = (xyxy[:, 2] > xyxy[:, 0]) & (xyxy[:, 3] > xyxy[:, 1])
+    xyxy, scores, ids = xyxy[real], scores[real], ids[real]
+    return Detections(xyxy, scores, ids, tuple(label_for(labels, int(i)) for i in ids))
+
+
+def decode_ssd(boxes: np.ndarray, classes: np.ndarray, scores: np.ndarray, count: np.ndarray,
+               transform: Transform, *, labels: Sequence[str] | None = None, threshold: float = 0.5) -> Detections:
+    """The four outputs of ``TFLite_Detection_PostProcess`` -> detections in source pixels.
+
+    ``boxes`` (1, N, 4) are ymin, xmin, ymax, xmax normalized to the model input.
+    """
+    n = int(np.clip(np.asarray(count).reshape(-1)[0], 0, np.asarray(scores).size))
+    s = np.asarray(scores, dtype=np.float32).reshape(-1)[:n]
+    keep = s >= threshold
+    yxyx = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)[:n][keep]
+    xyxy = transform.normalized_to_source(to_xyxy(yxyx, BoxFormat.YXYX)).astype(np.float32)
+    ids = np.rint(np.asarray(classes, dtype=np.float32).reshape(-1)[:n][keep])
+    return _detections(xyxy, s[keep], ids, labels)
+
+
+def _yolo_candidates(outputs: Sequence[np.ndarray], where: YoloOutputs,
+                     threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Boxes (K, 4) in the model's box format, scores (K,) and class ids (K,) scoring >= threshold."""
+    if where.split:
+        b = np.asarray(outputs[where.boxes], dtype=np.float32)
+        c = np.asarray(outputs[where.scores], dtype=np.float32)
+        b, c = b.reshape(b.shape[-2:]), c.reshape(c.shape[-2:])
+        if where.transposed:
+            b, c = b.T, c.T
+        ids, scores = c.argmax(axis=0), c.max(axis=0)
+        keep = np.flatnonzero(scores >= threshold)
+        return b[:, keep].T, scores[keep], ids[keep]
+    a = np.asarray(outputs[where.boxes], dtype=np.float32)
+    a = a.reshape(a.shape[-2:])
+    if where.layout is YoloLayout.V8:
+        cls = a[4:]
+        ids, scores = cls.argmax(axis=0), cls.max(axis=0)
+        keep = np.flatnonzero(scores >= threshold)
+        return a[:4, keep].T, scores[keep], ids[keep]
+    rows = a[a[:, 4] >= threshold]  # class scores are <= 1, so objectness bounds the score
+    ids = rows[:, 5:].argmax(axis=1)
+    scores = rows[:, 4] * rows[np.arange(len(rows)), 5 + ids]
+    keep = np.flatnonzero(scores >= threshold)
+    return rows[keep, :4], scores[keep], ids[keep]
+
+
+def decode_yolo(output: np.ndarray | Sequence[np.ndarray], transform: Transform, *,
+                layout: YoloLayout | YoloOutputs | None = None, labels: Sequence[str] | None = None,
+                threshold: float = 0.25, iou_threshold: float = DEFAULT_IOU,
+                box_format: BoxFormat = BoxFormat.CXCYWH, normalized: bool | None = None,
+                max_detections: int = 100) -> Detections:
+    """A raw YOLO head (dequantized), or its boxes and scores outputs, -> detections in source
+    pixels after class-wise NMS.
+
+    Score is the best class score ([1, 4+C, N], or boxes/scores outputs) or objectness times it
+    ([1, N, 5+C]). NMS runs on the boxes in model-input coordinates, before they are mapped
+    back and clipped (as Ultralytics' ``non_max_suppression`` then ``scale_boxes``).
+    ``normalized`` None infers it: boxes whose coordinates stay within 1.5 are taken as
+    fractions of the input, others as input pixels.
+
+    Raises:
+        ModelError: the output shapes are not a YOLO head (see ``yolo_outputs``).
+    """
+    outs: list[Any] = list(output) if isinstance(output, (list, tuple)) else [output]
+    if isinstance(layout, YoloOutputs):
+        where = layout
+    else:
+        where = yolo_outputs([_Shape(np.shape(o)) for o in outs], None, len(labels) if labels else None)
+        if layout is not None and not where.split:
+            where = YoloOutputs(0, 0, layout)
+    boxes, scores, ids = _yolo_candidates(outs, where, threshold)
+    if len(scores) > MAX_NMS_CANDIDATES:
+        best = np.argpartition(-scores, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
+        boxes, scores, ids = boxes[best], scores[best], ids[best]
+    xyxy = to_xyxy(boxes, box_format)
+    if normalized is None:
+        normalized = not len(xyxy) or float(np.abs(xyxy).max()) <= 1.5
+    kept = batched_nms(xyxy, scores, ids, iou_threshold, max_detections)
+    xyxy, scores, ids = xyxy[kept], scores[kept], ids[kept]
+    mapped = transform.normalized_to_source(xyxy) if normalized else transform.boxes_to_source(xyxy)
+    return _detections(mapped.astype(np.float32), scores, ids, labels)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    shape: tuple[int, ...]
+    name: str = ""
+
+
+def decode_classes(scores: np.ndarray, *, labels: Sequence[str] | None = None, top_k: int = 5,
+                   threshold: float = 0.0) -> Classes:
+    """One score per class -> the ``top_k`` classes scoring at least ``threshold``, best first.
+
+    Scores are reported as the model gives them (dequantized), like ``edgekit classify``:
+    a model without a final softmax gives logits, not probabilities.
+    """
+    s = np.asarray(scores, dtype=np.float32).reshape(-1)
+    k = max(0, min(top_k, s.size))
+    top = np.argpartition(-s, k - 1)[:k] if 0 < k < s.size else np.arange(k)
+    top = top[np.lexsort((top, -s[top]))]  # best first; ties: lower id first (as `edgekit classify`)
+    top = top[s[top] >= threshold]
+    return Classes(top, s[top], tuple(label_for(labels, int(i)) for i in top))
+
+
+Result = Union[Detections, Classes]
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """A model's outputs -> :class:`Detections` or :class:`Classes`; built by :func:`make_decoder`."""
+
+    format: OutputFormat
+    labels: tuple[str, ...] = ()
+    threshold: float = 0.5
+    iou_threshold: float = DEFAULT_IOU
+    max_detections: int = 100
+    top_k: int = 5
+    box_format: BoxFormat = BoxFormat.CXCYWH
+    normalized: bool | None = None
+    yolo: YoloOutputs | None = None
+    ssd_order: tuple[int, int, int, int] = (0, 1, 2, 3)  # boxes, classes, scores, count
+
+    def __call__(self, outputs: Sequence[np.ndarray], transform: Transform) -> Result:
+        if self.format is OutputFormat.CLASSES:
+            return decode_classes(outputs[0], labels=self.labels, top_k=self.top_k, threshold=self.threshold)
+        if self.format is OutputFormat.YOLO:
+            return decode_yolo(list(outputs), transform, layout=self.yolo, labels=self.labels,
+                               threshold=self.threshold, iou_threshold=self.iou_threshold,
+                               box_format=self.box_format, normalized=self.normalized,
+                               max_detections=self.max_detections)
+        ib, ic, isc, icount = self.ssd_order
+        if ic < 0:  # the output names did not say which is which
+            ic, isc = _classes_then_scores(outputs, [i for i in range(4) if i not in (ib, icount)])
+        return decode_ssd(outputs[ib], outputs[ic], outputs[isc], outputs[icount], transform,
+                          labels=self.labels, threshold=self.threshold)
+
+
+def _classes_then_scores(outputs: Sequence[np.ndarray], pair: list[int]) -> tuple[int, int]:
+    # Class ids are whole numbers; scores (almost) never all are.
+    whole = [i for i in pair if np.all(np.asarray(outputs[i]) == np.rint(outputs[i]))]
+    if len(whole) == 1:
+        return whole[0], next(i for i in pair if i != whole[0])
+    return pair[0], pair[1]
+
+
+def make_decoder(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None, *,
+                 labels: Sequence[str] | None = None, threshold: float = 0.5,
+                 iou_threshold: float | None = None, max_detections: int = 100, top_k: int = 5) -> Decoder:
+    """The decoder for a model with these outputs and edgekit metadata (None for third-party models).
+
+    Raises:
+        ModelError: the output format is unknown or the outputs do not fit it.
+        InputError: a threshold is outside [0, 1].
+    """
+    for name, value in (("threshold", threshold), ("iou_threshold", iou_threshold)):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise InputError(f"{name} must be between 0 and 1, got {value}")
+    meta = metadata or {}
+    det = meta.get("detection") if isinstance(meta.get("detection"), Mapping) else {}
+    fmt = detect_format(outputs, meta)
+    labs = tuple(labels or ())
+    if fmt is OutputFormat.SSD:
+        return Decoder(fmt, labs, threshold, max_detections=max_detections, ssd_order=ssd_order(outputs))
+    if fmt is OutputFormat.YOLO:
+        where = yolo_outputs(outputs, meta, len(labs) or None)
+        try:
+            box = BoxFormat(str(det.get("box_format", "cxcywh")).lower())
+        except ValueError:
+            raise ModelError(f"the model's metadata has detection.box_format {det.get('box_format')!r}; "
+                             f"edgekit reads {', '.join(b.value for b in BoxFormat)}") from None
+        iou = iou_threshold if iou_threshold is not None else float(det.get("iou_threshold", DEFAULT_IOU))
+        norm = det.get("normalized")
+        return Decoder(fmt, labs, threshold, iou, max_detections, box_format=box,
+                       normalized=None if norm is None else bool(norm), yolo=where)
+    if len(outputs) != 1:
+        raise ModelError(f"a {fmt.value} model has one output; this one has {len(outputs)}: "
+                         f"{[list(o.shape) for o in outputs]}")
+    return Decoder(fmt, labs, threshold, top_k=top_k)

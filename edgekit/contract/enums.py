@@ -1,0 +1,102 @@
+"""The choices both sides of the model contract name, spelt once.
+
+Every enum is a ``str`` enum whose value is what the edgekit metadata stores; :meth:`Choice.parse`
+maps a user's string (any case, ``_`` or ``-``) to a member, with a did-you-mean.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from typing import TypeVar
+
+from edgekit.errors import InputError
+
+__all__ = ["Choice", "Task", "OutputFormat", "BoxFormat", "YoloLayout", "ResizeMode", "ColorOrder", "Layout"]
+
+C = TypeVar("C", bound="Choice")
+
+
+class Choice(str, enum.Enum):
+    """A str enum whose :meth:`parse` is forgiving about case and separators."""
+
+    @classmethod
+    def parse(cls: type[C], value: str | C) -> C:
+        """The member whose value (or name) is ``value``: case-insensitive, ``_`` and ``-`` alike.
+
+        Raises:
+            InputError: no member has that name (the message lists them and suggests the closest).
+        """
+        if isinstance(value, cls):
+            return value
+        text = _key(str(value))
+        for member in cls:
+            if _key(member.value) == text or _key(member.name) == text:
+                return member
+        names = [m.value for m in cls]
+        close = difflib.get_close_matches(str(value).strip(), names, n=1, cutoff=0.6) or \
+            difflib.get_close_matches(text, [_key(n) for n in names], n=1)
+        hint = ""
+        if close:
+            hint = f" Did you mean {next(n for n in names if _key(n) == _key(close[0]))!r}?"
+        raise InputError(f"unknown {_words(cls.__name__)} {value!r}; choose one of {', '.join(names)}.{hint}")
+
+
+def _key(text: str) -> str:
+    return text.strip().lower().replace("_", "-")
+
+
+def _words(name: str) -> str:
+    return "".join(f" {c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
+
+
+class Task(Choice):
+    """What a model is for."""
+
+    CLASSIFY = "classify"
+    DETECT = "detect"
+
+
+class OutputFormat(Choice):
+    """How a model's outputs are laid out (metadata key ``output_format``)."""
+
+    CLASSES = "classes"  # one score per class, [1, C]
+    SSD = "ssd"  # TFLite_Detection_PostProcess: boxes, classes, scores, count
+    YOLO = "yolo"  # raw head: [1, 4+C, N] or [1, N, 5+C], or boxes and scores as two outputs
+
+
+class BoxFormat(Choice):
+    """The order of a box's four numbers (metadata key ``detection.box_format``)."""
+
+    XYXY = "xyxy"
+    CXCYWH = "cxcywh"
+    YXYX = "yxyx"
+
+
+class YoloLayout(Choice):
+    """Where boxes and scores sit in a raw YOLO output."""
+
+    V8 = "[1, 4+C, N]"  # boxes then class scores per column, no objectness (YOLOv8/v11)
+    V5 = "[1, N, 5+C]"  # box, objectness, class scores per row (YOLOv5/v7)
+
+
+class ResizeMode(Choice):
+    """STRETCH: scale each axis to fit (aspect ratio changes; what SSD/MobileNet expect).
+    LETTERBOX: one scale keeping the aspect ratio, the rest padded gray 114, centered (YOLO)."""
+
+    STRETCH = "stretch"
+    LETTERBOX = "letterbox"
+
+
+class ColorOrder(Choice):
+    """The channel order a model was trained on (metadata ``preprocessing.color``)."""
+
+    RGB = "RGB"
+    BGR = "BGR"
+
+
+class Layout(Choice):
+    """Where the channels sit in an image input: (1, H, W, 3) or (1, 3, H, W)."""
+
+    NHWC = "NHWC"
+    NCHW = "NCHW"
