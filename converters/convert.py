@@ -47,6 +47,7 @@ MODE_SETTINGS: dict[Mode, ModeSettings] = {
     Mode.FLOAT32: ModeSettings(False, False, "builtins", None),
     Mode.FLOAT16: ModeSettings(True, True, "builtins", None),
     Mode.DYNAMIC: ModeSettings(True, False, "builtins", None),
+    Mode.WEIGHT_ONLY: ModeSettings(True, False, "weight-only", None),  # ai-edge-quantizer's; TFLiteConverter has none
     Mode.INT8: ModeSettings(True, False, "int8", "int8"),
     Mode.UINT8: ModeSettings(True, False, "int8", "uint8"),
     Mode.INT8_FLOAT_IO: ModeSettings(True, False, "int8", None),
@@ -152,6 +153,10 @@ class TFLiteConverterEngine:
         Raises:
             ConversionError: the converter failed (unsupported op, bad calibration data, ...).
         """
+        if MODE_SETTINGS[mode].ops == "weight-only":
+            from edgekit.converters.aiq_engine import AiEdgeQuantizerEngine
+
+            return AiEdgeQuantizerEngine().convert(model, mode, representative)
         conv = self._configure(self._converter(model), mode, representative)
         try:
             out = bytes(conv.convert())

@@ -30,7 +30,9 @@ class Mode(Choice):
     """How the model is stored and computed after conversion.
 
     FLOAT32: no quantization (the reference). FLOAT16: float16 weights, float compute.
-    DYNAMIC: int8 weights, float activations (no calibration). INT8: int8 everywhere,
+    DYNAMIC: int8 weights, float activations (no calibration). WEIGHT_ONLY: int8 weights
+    dequantized to float before each op (smaller file, float compute and accuracy; done by
+    ai-edge-quantizer). INT8: int8 everywhere,
     int8 input and output. UINT8: int8 inside, uint8 input and output (what the Edge TPU
     takes). INT8_FLOAT_IO: int8 inside, float input and output. INT16X8: int16
     activations, int8 weights (more accurate, not accelerated by XNNPACK). EDGETPU: UINT8
@@ -40,6 +42,7 @@ class Mode(Choice):
     FLOAT32 = "float32"
     FLOAT16 = "float16"
     DYNAMIC = "dynamic"
+    WEIGHT_ONLY = "weight-only"
     INT8 = "int8"
     UINT8 = "uint8"
     INT8_FLOAT_IO = "int8-float-io"
@@ -121,8 +124,16 @@ class ConvertOptions:
     output_format: OutputFormat | None = None
     report_dir: Path | None = None
     extra_metadata: Mapping[str, Any] | None = None  # merged into the edgekit metadata, its keys winning
+    # Per-layer recipe (ai-edge-quantizer): op types (CONCATENATION) or pieces of op output names
+    # kept in float, and layers given int16 activations.
+    keep_float: Sequence[str] = ()
+    int16: Sequence[str] = ()
     verbose: bool = False
     progress: bool = True
+    # ONNX in: the input layout when its shape reads both ways ("nchw" | "nhwc"); and whether to
+    # split a YOLO head whose one output mixes boxes and scores (the int8 collapse) before converting.
+    layout: str | None = None
+    split_head: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", Mode.parse(self.mode))
@@ -144,3 +155,9 @@ class ConvertOptions:
                              "Use --mode int8, uint8, int8-float-io or edgetpu")
         if self.max_fallback_layers < 1:
             raise InputError(f"max_fallback_layers must be at least 1, got {self.max_fallback_layers}")
+        for name in ("keep_float", "int16"):  # one name or several; a lone string is one name, not its letters
+            value = getattr(self, name)
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(str(v) for v in value))
+        if (self.keep_float or self.int16) and self.mode in (Mode.FLOAT32, Mode.FLOAT16):
+            raise InputError(f"keep_float/int16 (--keep-float, --int16) choose how layers are quantized; mode "
+                             f"{self.mode.value!r} quantizes none. Use --mode int8 (or dynamic, weight-only)")
