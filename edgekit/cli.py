@@ -28,6 +28,9 @@ COMMANDS: dict[str, str] = {
     "inspect": "inspect",
     "doctor": "doctor",
     "demo": "demo",
+    "segment": "segment",
+    "pose": "pose",
+    "meta": "meta",
 }
 
 
@@ -80,6 +83,7 @@ def build_parser() -> Parser:
 # Commands that load a model a user may have just copied onto the device try it once in a child
 # process first (0.3-0.5 s), so a malicious or corrupt file ends in an error, not a segfault or a
 # hang of the process. `bench` does not: it measures init time. EDGEKIT_ISOLATE=0 turns it off.
+# The choice reaches the command as args.isolate, and from there load_model(isolate=...).
 ISOLATED_COMMANDS = frozenset({"classify", "detect", "inspect"})
 
 
@@ -87,10 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = os.environ.get("EDGEKIT_DEBUG") == "1"
-    isolate_set = args.command in ISOLATED_COMMANDS and "EDGEKIT_ISOLATE" not in os.environ
-    if isolate_set:
-        os.environ["EDGEKIT_ISOLATE"] = "1"
     try:
+        from edgekit.runtimes.isolation import isolate_default
+
+        args.isolate = isolate_default(default=args.command in ISOLATED_COMMANDS)
         return int(args.func(args) or 0)
     except EdgekitError as exc:
         if debug:
@@ -117,9 +121,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               "This is a bug in edgekit; run again with EDGEKIT_DEBUG=1 for the traceback and report it.",
               file=sys.stderr)
         return 1
-    finally:
-        if isolate_set:  # main() may run inside a longer process (edgekit demo, a test): leave it as it was
-            os.environ.pop("EDGEKIT_ISOLATE", None)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -61,6 +61,9 @@ class TaskOptions:
     delegate: Delegate | str = Delegate.AUTO
     num_threads: int | None = None
     warmup: int = 2  # inferences before the first frame (the Edge TPU's first one is slow)
+    # Try the file in a child process before loading it (see edgekit.runtimes.isolation);
+    # None: the EDGEKIT_ISOLATE variable, else off. The CLI passes True for files users copy in.
+    isolate: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,7 @@ class _Task:
 
     def __init__(self, options: DetectorOptions | ClassifierOptions) -> None:
         self.options = options
-        self.model = load_model(options.model, options.delegate, options.num_threads)
+        self.model = load_model(options.model, options.delegate, options.num_threads, isolate=options.isolate)
         try:
             self._engine = make_engine(self.model, options)
             self.warmup_ms = self._engine.warm_up(options.warmup)

@@ -7,9 +7,11 @@ allocates and invokes the interpreter once on zeros (see ``_probe``); a crash or
 timeout there becomes a ModelError here, and this process never runs the file.
 
 Policy: off by default (a child costs 0.3-0.5 s, once per file content and settings per
-process); on for files you did not produce. ``EDGEKIT_ISOLATE=1`` turns it on for every
-load in a process (a service whose model folder others write to); ``EDGEKIT_ISOLATE_TIMEOUT``
-sets the child's time limit (default 60 s).
+process); on for files you did not produce. The setting travels as an argument
+(``load_model(..., isolate=)``, ``DetectorOptions(isolate=)``); ``EDGEKIT_ISOLATE=1`` or ``=0`` is
+the user's override, read in one place (:func:`isolate_default`) for loads that leave it open
+and by the CLI, whose classify/detect/inspect isolate unless it says 0.
+``EDGEKIT_ISOLATE_TIMEOUT`` sets the child's time limit (default 60 s).
 """
 
 from __future__ import annotations
@@ -30,9 +32,21 @@ ISOLATE_TIMEOUT_ENV_VAR = "EDGEKIT_ISOLATE_TIMEOUT"
 DEFAULT_ISOLATE_TIMEOUT = 60.0
 
 
-def isolate_default() -> bool:
-    """What ``isolate=None`` means: the ``EDGEKIT_ISOLATE`` variable (1/true/yes/on), else False."""
-    return os.environ.get(ISOLATE_ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on")
+_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def isolate_default(default: bool = False) -> bool:
+    """What ``isolate=None`` means: the ``EDGEKIT_ISOLATE`` variable when set (1/true/yes/on or
+    0/false/no/off), else ``default``. The one place the variable is read: the CLI asks with
+    ``default=True`` for the commands that isolate unless the user turned it off, and passes the
+    answer down as ``isolate=``.
+    """
+    text = os.environ.get(ISOLATE_ENV_VAR, "").strip().lower()
+    if text in _ON:
+        return True
+    if text in _OFF:
+        return False
+    return default
 
 
 def isolate_timeout(value: float | None) -> float:

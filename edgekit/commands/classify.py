@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.threshold >= 0.0:  # also refuses nan
         raise InputError(f"--threshold must be a score of at least 0, got {args.threshold}")
     options = ClassifierOptions(model=args.model, labels=args.labels, delegate=args.delegate,
-                                num_threads=args.threads, top_k=args.top_k, threshold=args.threshold)
+                                num_threads=args.threads, top_k=args.top_k, threshold=args.threshold,
+                                isolate=getattr(args, "isolate", None))
     with native_stderr_filtered():
         clf = Classifier.create_from_options(options)
     with clf:

@@ -128,7 +128,7 @@ def _is_classifier(path: str) -> bool:
 
 def _make_task(args: argparse.Namespace) -> Detector | Classifier:
     common = dict(model=args.model, labels=args.labels, resize=args.resize, delegate=args.delegate,
-                  num_threads=args.threads, warmup=args.warmup)
+                  num_threads=args.threads, warmup=args.warmup, isolate=getattr(args, "isolate", None))
     with native_stderr_filtered():
         if _is_classifier(args.model):
             if args.classes:

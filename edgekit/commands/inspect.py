@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             trig = f" trigger {decision.trigger_id}" if decision.trigger_id else ""
             print(f"frame {decision.frame}{trig}: {what}" + (f"  {failed}" if failed else ""), flush=True)
 
-    cell = Cell.from_config(config, model_dir=args.model_dir)
+    cell = Cell.from_config(config, model_dir=args.model_dir, isolate=getattr(args, "isolate", None))
     try:
         with native_stderr_filtered():  # the interpreter's INFO lines while the model loads
             cell.open()

@@ -99,8 +99,9 @@ class Cell:
 
     def __init__(self, config: InspectionConfig, *, model_dir: str | None = None,
                  detector: CellDetector | None = None, source: VideoSource | SourceSpec | None = None,
-                 sinks: Sequence[EventSink] = ()) -> None:
+                 sinks: Sequence[EventSink] = (), isolate: bool | None = None) -> None:
         self.config = config
+        self.isolate = isolate  # try a fixed model file in a child process first (load_model(isolate=))
         self.model_dir = model_dir or config.model.dir
         self.watchdog = Watchdog()
         self.metrics: Metrics | None = None
@@ -114,9 +115,10 @@ class Cell:
         self._opened = False
 
     @classmethod
-    def from_config(cls, config: InspectionConfig, *, model_dir: str | None = None) -> Cell:
+    def from_config(cls, config: InspectionConfig, *, model_dir: str | None = None,
+                    isolate: bool | None = None) -> Cell:
         """The cell the config describes (its model, source and sinks). Open it with ``with``."""
-        return cls(config, model_dir=model_dir)
+        return cls(config, model_dir=model_dir, isolate=isolate)
 
     # --- opening ------------------------------------------------------------------------
     def __enter__(self) -> Cell:
@@ -175,7 +177,7 @@ class Cell:
         # The detector keeps what any rule may count; each rule then applies its own threshold.
         lowest = min([cfg.model.threshold, *(r.min_score for r in cfg.rules if r.min_score is not None)])
         return DetectorOptions(model=cfg.model.path or "", labels=cfg.model.labels, delegate=cfg.model.delegate,
-                               num_threads=cfg.model.threads, threshold=lowest)
+                               num_threads=cfg.model.threads, threshold=lowest, isolate=self.isolate)
 
     def _fixed(self, options: DetectorOptions) -> CellDetector:
         from edgekit.tasks import Detector
