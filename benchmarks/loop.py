@@ -14,7 +14,7 @@ their own clock; a camera driver holds --buffers frames for a reader that falls 
 prints the capture-to-result latency p50/p99 of (b) and (c) against the bare inference time.
 (c) reads such a file the way a V4L2 camera is read: frames taken undecoded as they fall due,
 only those the model takes decoded, and one over half a frame period old passed over for the
-next (edgekit.video.VideoSource); its fps shows what that freshness costs in throughput.
+next (edgekit.sources.VideoSource); its fps shows what that freshness costs in throughput.
 Targets (issue 4): c/a >= 0.97; latency p50 < 1.5x bare inference when the model is slower
 than the camera.
 Rounds alternate a, b, c so that other load on the machine hits all three alike; the median
@@ -39,7 +39,7 @@ from edgekit.preprocess import ResizeMode, fit_into
 from edgekit.runtimes import load_model
 from edgekit.runtimes.model import default_threads
 from edgekit.tasks import Detector
-from edgekit.video import VideoSource, parse_source
+from edgekit.sources import VideoSource, parse_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

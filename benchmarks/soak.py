@@ -75,13 +75,18 @@ def rss_mb() -> float:
 
 
 class LoopingReader:
-    """A reader that starts its file again at the end: an endless source made of one clip."""
+    """A reader (edgekit.sources.Reader) that starts its file again at the end: an endless source
+    made of one clip, read eagerly in the decoder's order."""
+
+    frames = None  # endless
+    lazy = False
 
     def __init__(self, spec: Any, opener: Any) -> None:
         self._spec, self._opener = spec, opener
         self._inner = opener(spec)
         self.loops = 0
-        self.fps = getattr(self._inner, "fps", None)
+        self.fps = self._inner.fps
+        self.bgr = self._inner.bgr
 
     def read(self) -> np.ndarray | None:
         image = self._inner.read()
@@ -139,8 +144,7 @@ def soak(model: Path, video: Path, *, frames: int | None, seconds: float | None,
     """Run the loop on `video`, looping, until `frames` or `seconds`; sample every `every` seconds."""
     from edgekit.runtimes import load_model
     from edgekit.tasks import Classifier, Detector
-    from edgekit.video import VideoSource, parse_source
-    from edgekit.video_readers import open_reader
+    from edgekit.sources import VideoSource, open_reader, parse_source
 
     with load_model(model) as probe:
         task = Classifier if (probe.metadata or {}).get("task") != "detect" and len(probe.outputs) == 1 else Detector

@@ -30,7 +30,7 @@ import numpy as np
 from edgekit.errors import InputError
 from edgekit.preprocess import Transform
 from edgekit.results import FrameResult, Result, StageTimes
-from edgekit.video import Channel, Frame, VideoSource, background_priority
+from edgekit.sources import Channel, Frame, VideoSource, background_priority
 
 __all__ = ["Engine", "LoopOptions", "LoopSummary", "Performance", "Stream", "Samples"]
 
@@ -192,7 +192,6 @@ class Stream:
         self._done: Channel[_Inferred] = Channel(n + len(self._workers))
         self._running_workers = 0
         self._count_lock = threading.Lock()
-        self._background = True
         self._take_lock = threading.Lock()
         self._next_seq = 0
         self._threads: list[threading.Thread] = []
@@ -223,15 +222,9 @@ class Stream:
 
     def _start(self) -> None:
         self._started = True
-        # Background priority keeps reading and resizing from preempting one multi-threaded
-        # interpreter mid-layer (its threads wait for each other). Single-threaded workers have no
-        # such barrier, and a starved low-priority thread holding the GIL would stall them all.
-        self._background = len(self._workers) == 1
-        self._source.background = self._background
-        # Workers taking turns read the file themselves: while one reads and resizes, the
-        # other infers, so a capture thread would only add a hand-over per frame.
-        self._source.pull = len(self._workers) > 1
-        self._source.start()
+        # Workers taking turns on a file read it themselves (ReadMode.AUTO -> PULL): while one reads
+        # and resizes, the other infers, so a capture thread would only add a hand-over per frame.
+        self._source.start(consumers=len(self._workers))
         if self._live:
             self._running_workers = 1
             self._spawn("edgekit-inference", self._infer_live)
@@ -310,8 +303,10 @@ class Stream:
                     self._done.close()
 
     def _preprocess(self) -> None:
-        if self._background:
-            background_priority()  # only a file is preprocessed ahead; it must not slow the model
+        # Only a file read by one interpreter is preprocessed ahead. Background priority keeps the
+        # resizing from preempting its threads mid-layer (they wait for each other); single-threaded
+        # workers have no such barrier and resize in their own threads, at normal priority.
+        background_priority()
         seq = 0
         while (frame := self._source.get()) is not None:
             buf = self._free.get()

@@ -1,11 +1,18 @@
-"""Shared fixtures: the real models and photos in ../shared (skipped cleanly when absent)."""
+"""Shared fixtures: the real models and photos in ../shared (skipped cleanly when absent), and a
+fake video reader for the sources and the loop."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import pytest
+
+from edgekit.errors import SourceError
+from edgekit.sources import BadFrame, SourceSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,3 +48,48 @@ def shared_model(shared_models: Path, name: str) -> Path:
     if not p.exists():
         pytest.skip(f"{name} not in {shared_models}")
     return p
+
+
+class FakeReader:
+    """A video reader (edgekit.sources.Reader) whose frames' pixels all equal their number (mod 256);
+    ``bad`` numbers fail to decode. RGB, read eagerly."""
+
+    fps = 30.0
+    frames = None
+    bgr = False
+    lazy = False
+
+    def __init__(self, start: int, count: int, *, delay: float = 0.0, bad: frozenset[int] = frozenset(),
+                 size: tuple[int, int] = (32, 24)) -> None:
+        self.next, self.end, self.delay, self.bad, self.size = start, start + count, delay, bad, size
+        self.closed = False
+
+    def read(self) -> np.ndarray | None:
+        if self.next >= self.end:
+            return None
+        if self.delay:
+            time.sleep(self.delay)
+        n, self.next = self.next, self.next + 1
+        if n in self.bad:
+            raise BadFrame(f"frame {n} is damaged")
+        return np.full((self.size[1], self.size[0], 3), n % 256, dtype=np.uint8)
+
+    def skip(self) -> bool:
+        self.next += 1
+        return self.next <= self.end
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def opener_of(*readers: FakeReader | Exception) -> Callable[[SourceSpec], FakeReader]:
+    """Each open returns the next reader (or raises the next exception); then it keeps failing."""
+    queue = list(readers)
+
+    def open_(spec: SourceSpec) -> FakeReader:
+        item = queue.pop(0) if queue else SourceError("gone for good")
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    return open_

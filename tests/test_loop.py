@@ -16,9 +16,8 @@ from edgekit.loop import LoopOptions, Stream
 from edgekit.preprocess import Transform
 from edgekit.results import Classes, FrameResult
 from edgekit.tasks import Detector
-from edgekit.video import Reconnect, SourceKind, SourceSpec, VideoSource
-from tests.conftest import shared_model
-from tests.test_video import FakeReader, opener_of
+from edgekit.sources import Frame, Reconnect, SourceKind, SourceSpec, VideoSource
+from tests.conftest import FakeReader, opener_of, shared_model
 
 
 class FakeEngine:
@@ -128,15 +127,24 @@ def test_stop_from_another_thread_ends_iteration_and_close_is_safe_twice() -> No
     s.close()
 
 
+def _edgekit_threads() -> dict[str, threading.Thread]:
+    return {t.name: t for t in threading.enumerate() if t.name.startswith("edgekit-") and t.is_alive()}
+
+
 def test_breaking_out_early_stops_every_thread() -> None:
+    before = set(_edgekit_threads().values())
     s = stream_of(FakeEngine(), FILE, FakeReader(0, 10**6))
     for r in s:
         if r.index == 3:
+            running = {name: t for name, t in _edgekit_threads().items() if t not in before}
             break
+    # the threads of a file on one interpreter, found by what they are, not by a list of names to skip
+    assert set(running) == {"edgekit-capture", "edgekit-preprocess", "edgekit-inference-0"}
     s.close()
-    time.sleep(0.05)
-    assert not any(t.name in ("edgekit-capture", "edgekit-preprocess", "edgekit-inference") and t.is_alive()
-                   for t in threading.enumerate())
+    for t in running.values():
+        t.join(timeout=1.0)
+    still = [name for name, t in running.items() if t.is_alive()]
+    assert not still, f"still running after close(): {still}"
 
 
 def test_an_inference_error_reaches_the_caller() -> None:
@@ -307,8 +315,6 @@ def test_a_bgr_frame_reaches_the_model_and_the_caller_as_rgb(shared_models: Path
 
 
 def test_frame_converts_to_rgb_once_and_only_when_asked() -> None:
-    from edgekit.video import Frame
-
     bgr = np.zeros((4, 5, 3), np.uint8)
     bgr[..., 0] = 200  # blue
     f = Frame(3, bgr, 1.0, 2.0, 0.5, bgr=True)

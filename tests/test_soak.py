@@ -39,8 +39,7 @@ def test_looping_reader_starts_the_clip_again(tmp_path: Path) -> None:
         import soak
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    from edgekit.video import parse_source
-    from edgekit.video_readers import open_reader
+    from edgekit.sources import open_reader, parse_source
 
     clip = soak.write_clip(tmp_path / "clip.avi", frames=5, size=(64, 48))
     reader = soak.LoopingReader(parse_source(str(clip)), open_reader)

@@ -14,51 +14,13 @@ import cv2
 import numpy as np
 import pytest
 
-from edgekit.errors import SourceError
-from edgekit.video import Channel, Reconnect, SourceKind, SourceSpec, VideoSource, parse_source
-from edgekit.video_readers import BadFrame, open_reader
-
-
-class FakeReader:
-    """Frames whose pixels all equal their number (mod 256); ``bad`` numbers fail to decode."""
-
-    fps = 30.0
-    frames = None
-
-    def __init__(self, start: int, count: int, *, delay: float = 0.0, bad: frozenset[int] = frozenset(),
-                 size: tuple[int, int] = (32, 24)) -> None:
-        self.next, self.end, self.delay, self.bad, self.size = start, start + count, delay, bad, size
-        self.closed = False
-
-    def read(self) -> np.ndarray | None:
-        if self.next >= self.end:
-            return None
-        if self.delay:
-            time.sleep(self.delay)
-        n, self.next = self.next, self.next + 1
-        if n in self.bad:
-            raise BadFrame(f"frame {n} is damaged")
-        return np.full((self.size[1], self.size[0], 3), n % 256, dtype=np.uint8)
-
-    def skip(self) -> bool:
-        self.next += 1
-        return self.next <= self.end
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def opener_of(*readers: FakeReader | Exception) -> Callable[[SourceSpec], FakeReader]:
-    """Each open returns the next reader (or raises the next exception); then it keeps failing."""
-    queue = list(readers)
-
-    def open_(spec: SourceSpec) -> FakeReader:
-        item = queue.pop(0) if queue else SourceError("gone for good")
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    return open_
+from edgekit.errors import InputError, SourceError
+from edgekit.sources import (Channel, Frame, ReadMode, Reconnect, SourceKind, SourceSpec, VideoSource, is_lazy,
+                             open_reader, parse_source)
+from edgekit.sources.capture import ThreadedReading
+from edgekit.sources.lazy import LazyReading
+from edgekit.sources.reading import PulledReading
+from tests.conftest import FakeReader, opener_of
 
 
 def drain(src: VideoSource, every: float = 0.0) -> list[int]:
@@ -135,13 +97,13 @@ def test_live_and_reconnecting_sources(spec: SourceSpec, live: bool, reconnects:
 
 # --- errors that tell what to do -----------------------------------------------------------
 def test_camera_that_cannot_be_opened_lists_the_devices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("edgekit.video_readers.video_devices", lambda: ["/dev/video0", "/dev/video2"])
+    monkeypatch.setattr("edgekit.sources.readers.video_devices", lambda: ["/dev/video0", "/dev/video2"])
     with pytest.raises(SourceError, match=r"cannot open camera 7 .*/dev/video0, /dev/video2"):
         VideoSource(7).start()
 
 
 def test_no_camera_at_all_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("edgekit.video_readers.video_devices", lambda: [])
+    monkeypatch.setattr("edgekit.sources.readers.video_devices", lambda: [])
     with pytest.raises(SourceError, match=r"no video devices found .*--picamera"):
         VideoSource(SourceSpec(SourceKind.CAMERA, 7)).start()
 
@@ -211,7 +173,8 @@ def test_a_file_is_read_at_background_priority_but_a_live_source_is_not(tmp_path
     own = os.getpriority(os.PRIO_PROCESS, 0)
     with VideoSource(parse_source(video, realtime=realtime)) as src:
         assert src.get(timeout=5) is not None
-        thread = src._thread
+        assert isinstance(src._reading, LazyReading if realtime else ThreadedReading)
+        thread = src._reading._thread
         assert thread is not None and thread.native_id is not None
         nice = os.getpriority(os.PRIO_PROCESS, thread.native_id)
     assert nice == (own if realtime else 19)
@@ -321,7 +284,7 @@ def test_a_realtime_mjpg_file_decodes_only_the_frames_handed_out(tmp_path: Path)
     src = VideoSource(parse_source(video, realtime=True))
     src.open()
     reader = src._reader
-    assert src._lazy and reader is not None and reader._raw  # type: ignore[attr-defined]
+    assert reader is not None and is_lazy(reader) and reader._raw  # type: ignore[attr-defined]
     decoded: list[int] = []
     retrieve = reader.retrieve  # type: ignore[attr-defined]
 
@@ -332,6 +295,7 @@ def test_a_realtime_mjpg_file_decodes_only_the_frames_handed_out(tmp_path: Path)
     reader.retrieve = counting_retrieve  # type: ignore[attr-defined]
     frames = []
     with src:
+        assert isinstance(src._reading, LazyReading)
         while (f := src.get(timeout=5)) is not None:
             frames.append(f)
             time.sleep(0.03)  # a consumer slower than the 80 fps "camera"
@@ -345,12 +309,12 @@ def test_a_realtime_mjpg_file_decodes_only_the_frames_handed_out(tmp_path: Path)
 
 def test_mjpg_that_libjpeg_cannot_read_falls_back_to_ffmpeg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Some MJPG files leave out the Huffman tables; only FFmpeg fills them in."""
-    from edgekit import video_readers
+    from edgekit.sources import readers
 
     video = write_video(tmp_path / "v.avi", 10, 50.0, value=lambda i: 20 * i)
-    monkeypatch.setattr(video_readers.cv2, "imdecode", lambda *a, **k: None)
+    monkeypatch.setattr(readers.cv2, "imdecode", lambda *a, **k: None)
     with VideoSource(parse_source(video, realtime=True)) as src:
-        assert src._lazy and not src._reader._raw  # type: ignore[union-attr]
+        assert isinstance(src._reading, LazyReading) and not src._reading.reader._raw  # type: ignore[union-attr]
         frames = []
         while (f := src.get(timeout=5)) is not None:
             frames.append(f)
@@ -364,8 +328,7 @@ def test_a_slow_consumer_of_a_live_file_gets_frames_fresher_than_half_a_period(t
     gives ages spread over 0..P (median ~P/2); waiting for the next when the newest is over P/2
     old keeps them under P/2 (median ~P/8)."""
     video = write_video(tmp_path / "v.avi", 40, 20.0)
-    src = VideoSource(parse_source(video, realtime=True))
-    src.fresh = fresh
+    src = VideoSource(parse_source(video, realtime=True), fresh=fresh)
     ages = []
     with src:
         while (f := src.get(timeout=5)) is not None:
@@ -379,9 +342,8 @@ def test_a_slow_consumer_of_a_live_file_gets_frames_fresher_than_half_a_period(t
 
 
 def test_an_eager_live_source_swaps_a_stale_frame_for_the_next() -> None:
-    from edgekit.video import Frame
-
-    src = VideoSource(SourceSpec(SourceKind.CAMERA, 0, fps=10.0), opener=opener_of(FakeReader(0, 1)))
+    spec = SourceSpec(SourceKind.CAMERA, 0, fps=10.0)
+    src = ThreadedReading(spec, FakeReader(0, 1), opener=opener_of())  # not started: frames put by hand
     now = time.perf_counter()
     fresh = Frame(1, np.zeros((2, 2, 3), np.uint8), now - 0.02, 0.0, 0.0)
     assert src._fresher(fresh) is fresh  # 20 ms old of a 100 ms period: handed out at once
@@ -396,10 +358,10 @@ def test_an_eager_live_source_swaps_a_stale_frame_for_the_next() -> None:
 
 def test_pull_mode_reads_a_file_in_the_callers_thread() -> None:
     """The loop's throughput workers read the file themselves: same frames, counts and end."""
-    src = VideoSource(SourceSpec(SourceKind.FILE, "fake"), opener=opener_of(FakeReader(0, 6, bad=frozenset({2}))))
-    src.pull = True
+    src = VideoSource(SourceSpec(SourceKind.FILE, "fake"), mode=ReadMode.PULL,
+                      opener=opener_of(FakeReader(0, 6, bad=frozenset({2}))))
     with src:
-        assert src._thread is None  # no capture thread
+        assert isinstance(src._reading, PulledReading)  # no capture thread
         threads = {threading.get_ident()}
         seen = drain(src)
         assert src.finished and src.get() is None
@@ -413,8 +375,7 @@ class _Exploding(FakeReader):
 
 
 def test_pull_mode_turns_a_reader_crash_into_a_source_error() -> None:
-    src = VideoSource(SourceSpec(SourceKind.FILE, "fake"), opener=opener_of(_Exploding(0, 3)))
-    src.pull = True
+    src = VideoSource(SourceSpec(SourceKind.FILE, "fake"), mode=ReadMode.PULL, opener=opener_of(_Exploding(0, 3)))
     with src, pytest.raises(SourceError, match="driver crashed"):
         src.get()
 
@@ -422,7 +383,7 @@ def test_pull_mode_turns_a_reader_crash_into_a_source_error() -> None:
 @pytest.mark.parametrize("size, single", [((64, 48), True), ((1920, 1088), False)])
 def test_small_video_files_are_decoded_on_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      size: tuple[int, int], single: bool) -> None:
-    from edgekit import video_readers
+    from edgekit.sources import readers
 
     video = write_video(tmp_path / "v.avi", 2, 10.0, size=size)
     opened: list[tuple] = []
@@ -432,8 +393,56 @@ def test_small_video_files_are_decoded_on_one_thread(tmp_path: Path, monkeypatch
         opened.append(args[1:])
         return real(*args)
 
-    monkeypatch.setattr(video_readers.cv2, "VideoCapture", recording)
+    monkeypatch.setattr(readers.cv2, "VideoCapture", recording)
     with VideoSource(video) as src:
         assert src.get(timeout=5) is not None
     one_thread = (cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, 1])
     assert (one_thread in opened) is single
+
+
+# --- the read mode is chosen when the source is made ------------------------------------------------
+class _LazyFake(FakeReader):
+    lazy = True
+
+    def grab(self) -> bool:
+        return self.skip()
+
+    def retrieve(self) -> np.ndarray:
+        return np.full((self.size[1], self.size[0], 3), (self.next - 1) % 256, dtype=np.uint8)
+
+
+FILE = SourceSpec(SourceKind.FILE, "fake")
+LIVE_FILE = SourceSpec(SourceKind.FILE, "fake", fps=100.0, realtime=True)
+STREAM = SourceSpec(SourceKind.STREAM, "rtsp://fake")
+
+
+@pytest.mark.parametrize("spec, mode, consumers, reader, reading", [
+    (FILE, ReadMode.AUTO, 1, FakeReader, ThreadedReading),
+    (FILE, ReadMode.AUTO, 2, FakeReader, PulledReading),  # the loop's throughput workers take turns
+    (FILE, ReadMode.THREAD, 2, FakeReader, ThreadedReading),  # asked for: a capture thread all the same
+    (FILE, ReadMode.PULL, 1, FakeReader, PulledReading),
+    (STREAM, ReadMode.AUTO, 2, FakeReader, ThreadedReading),  # live: never pulled
+    (LIVE_FILE, ReadMode.AUTO, 1, _LazyFake, LazyReading),  # a reader that grabs now, decodes later
+    (LIVE_FILE, ReadMode.THREAD, 1, FakeReader, ThreadedReading),
+    (FILE, ReadMode.AUTO, 1, _LazyFake, ThreadedReading),  # lazy only matters when frames are dropped
+])
+def test_the_reading_follows_the_mode_chosen_at_construction(spec: SourceSpec, mode: ReadMode, consumers: int,
+                                                             reader: type[FakeReader], reading: type) -> None:
+    with VideoSource(spec, mode=mode, opener=opener_of(reader(0, 5))).start(consumers) as src:
+        assert type(src._reading) is reading and src.mode is mode
+        assert src.get(timeout=5) is not None
+
+
+def test_a_live_source_cannot_be_pulled() -> None:
+    with pytest.raises(InputError, match="live.*ReadMode.PULL is for files"):
+        VideoSource(STREAM, mode=ReadMode.PULL, opener=opener_of(FakeReader(0, 1)))
+
+
+def test_get_starts_reading_and_close_releases_a_source_only_opened() -> None:
+    first, second = FakeReader(0, 3), FakeReader(0, 3)
+    src = VideoSource(FILE, opener=opener_of(first, second))
+    assert [f.index for f in iter(lambda: src.get(timeout=5), None)] == [0, 1, 2] and src.finished
+    src.close()
+    opened = VideoSource(FILE, opener=opener_of(second)).open()
+    opened.close()
+    assert first.closed and second.closed and opened.finished and opened.get() is None

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the cell's module imports no OpenCV or loop until a cell op
     from edgekit.loop import LoopSummary
     from edgekit.results import FrameResult
     from edgekit.runtimes import Model
-    from edgekit.video import VideoSource
+    from edgekit.sources import VideoSource
 
 __all__ = ["CellDetector", "ResultStream"]
 

@@ -32,7 +32,7 @@ from edgekit.tasks import DetectorOptions
 
 if TYPE_CHECKING:
     from edgekit.loop import Stream
-    from edgekit.video import VideoSource
+    from edgekit.sources import VideoSource
 
 __all__ = ["HotSwapEngine", "detector_engine"]
 

@@ -96,7 +96,7 @@ class ListSink:
 def test_a_cell_on_the_callers_detector_source_and_sink(tmp_path: Path, video: Path, shared_models: Path,
                                                         shared_images: Path) -> None:
     from edgekit import Detector, load_image
-    from edgekit.video import parse_source
+    from edgekit.sources import parse_source
 
     config = load_config(write_config(tmp_path, video, shared_models))
     sink = ListSink()

@@ -1,8 +1,8 @@
-"""The readers behind :class:`edgekit.video.VideoSource`: OpenCV, image files, picamera2.
+"""The readers behind :class:`~edgekit.sources.VideoSource`: OpenCV, image files, picamera2.
 
 Each one opens in its constructor (raising :class:`SourceError` with what to do), then
-``read()`` gives the next RGB frame, None at the end, or raises :class:`BadFrame` for a
-frame that cannot be decoded (the source goes on).
+``read()`` gives the next frame (RGB, or BGR where the reader says ``bgr``), None at the end,
+or raises :class:`BadFrame` for a frame that cannot be decoded (the source goes on).
 """
 
 from __future__ import annotations
@@ -10,18 +10,17 @@ from __future__ import annotations
 import glob
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeGuard
 
 import cv2
 import numpy as np
 
 from edgekit.errors import InputError, SourceError
 from edgekit.preprocess import load_image
+from edgekit.sources.spec import SourceKind, SourceSpec
 
-if TYPE_CHECKING:
-    from edgekit.video import Reader, SourceSpec
-
-__all__ = ["BadFrame", "OpenCVReader", "ImageFilesReader", "PiCameraReader", "open_reader", "video_devices"]
+__all__ = ["BadFrame", "Reader", "LazyReader", "is_lazy", "OpenCVReader", "ImageFilesReader", "PiCameraReader",
+           "open_reader", "video_devices"]
 
 # A file whose reads keep failing before its last frame is damaged beyond this many frames: stop.
 MAX_BAD_IN_A_ROW = 25
@@ -31,6 +30,37 @@ SINGLE_THREAD_DECODE_AREA = 1280 * 720  # video files up to this size are decode
 
 class BadFrame(Exception):
     """One frame could not be decoded; the source continues."""
+
+
+class Reader(Protocol):
+    """What a :class:`~edgekit.sources.VideoSource` reads from; :func:`open_reader` makes them,
+    and a test or an app may pass its own ``opener``."""
+
+    fps: float | None  # the rate the source reports, if any
+    frames: int | None  # how many a file or folder holds; None for live sources
+    bgr: bool  # read() gives OpenCV's BGR order (the loop converts only what it needs); False: RGB
+    lazy: bool  # a LazyReader that wants its frames grabbed now and decoded later (see LazyReader)
+
+    def read(self) -> np.ndarray | None: ...  # the next frame; None at the end; raises BadFrame
+
+    def skip(self) -> bool: ...  # pass one frame without decoding it; False at the end
+
+    def close(self) -> None: ...
+
+
+class LazyReader(Reader, Protocol):
+    """A live reader that can take a frame now and decode it later (``lazy = True``), as a V4L2
+    camera does (dequeue a buffer, convert it on retrieve): a VideoSource then decodes only the
+    frames the model will see, in the consumer's thread."""
+
+    def grab(self) -> bool: ...  # take the next frame without decoding it; False at the end
+
+    def retrieve(self) -> np.ndarray: ...  # decode the last grabbed frame; raises BadFrame
+
+
+def is_lazy(reader: Reader) -> TypeGuard[LazyReader]:
+    """True when ``reader`` declares itself a :class:`LazyReader`."""
+    return reader.lazy
 
 
 def video_devices() -> list[str]:
@@ -78,8 +108,6 @@ class OpenCVReader:
     bgr = True
 
     def __init__(self, spec: SourceSpec) -> None:
-        from edgekit.video import SourceKind
-
         self._spec = spec
         self._file = spec.kind is SourceKind.FILE
         if spec.kind is SourceKind.CAMERA:
@@ -187,9 +215,11 @@ class OpenCVReader:
 
 
 class ImageFilesReader:
-    """The images of an IMAGES source, one frame each; an unreadable image is a BadFrame."""
+    """The images of an IMAGES source, one frame each (RGB); an unreadable image is a BadFrame."""
 
     fps = None
+    bgr = False
+    lazy = False
 
     def __init__(self, spec: SourceSpec) -> None:
         self._files = list(spec.images)
@@ -215,7 +245,10 @@ class ImageFilesReader:
 
 
 class PiCameraReader:
-    """A Raspberry Pi camera module through picamera2 (imported only when asked for)."""
+    """A Raspberry Pi camera module through picamera2 (imported only when asked for). Frames are RGB."""
+
+    bgr = False
+    lazy = False
 
     def __init__(self, spec: SourceSpec) -> None:
         try:
@@ -266,8 +299,6 @@ def open_reader(spec: SourceSpec) -> Reader:
     Raises:
         SourceError: it cannot be opened.
     """
-    from edgekit.video import SourceKind
-
     if spec.kind is SourceKind.IMAGES:
         return ImageFilesReader(spec)
     if spec.kind is SourceKind.PICAMERA:
