@@ -20,6 +20,7 @@ import numpy as np
 
 from edgekit.contract.spec import Transform
 from edgekit.converters._native import progress
+from edgekit.converters.detection_data import DetectionSet, Truth, find_detection_set
 from edgekit.converters.images import class_ids, decode_images, list_images, prepare_pixels
 from edgekit.converters.preprocessing import Preprocessing
 from edgekit.errors import InputError
@@ -40,6 +41,7 @@ class Samples:
     y: np.ndarray | None
     origin: str
     transforms: tuple[Transform, ...] | None = None
+    truth: tuple[Truth, ...] | None = None  # detection data sets: each image's objects, in its own pixels
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -53,7 +55,8 @@ class Samples:
 
     def head(self, n: int) -> Samples:
         return Samples(self.x[:n], None if self.y is None else self.y[:n], self.origin,
-                       None if self.transforms is None else self.transforms[:n])
+                       None if self.transforms is None else self.transforms[:n],
+                       None if self.truth is None else self.truth[:n])
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class _Pool:
     origin: str
     class_names: tuple[str, ...] | None = None
     notes: list[str] = field(default_factory=list)
+    truth: Callable[[np.ndarray], tuple[Truth, ...]] | None = None
 
 
 def load_data(calibration: Any, validation: Any, *, input_shape: tuple[int, ...], input_dtype: str,
@@ -111,13 +115,13 @@ def _held_out(pool: _Pool, rng: np.random.Generator, num_calibration: int, num_v
     n_val = min(num_validation, max(1, int(round(holdout * n))))
     cal = _draw(pool, np.sort(order[n_val:n_val + num_calibration]))
     val = _draw(pool, np.sort(order[:n_val]))
-    val = Samples(val.x, val.y, f"{pool.origin} (held-out {n_val} of {n})", val.transforms)
+    val = Samples(val.x, val.y, f"{pool.origin} (held-out {n_val} of {n})", val.transforms, val.truth)
     return DataSplit(cal, val, pool.class_names, tuple(pool.notes))
 
 
 def _draw(pool: _Pool, idx: np.ndarray) -> Samples:
     x, y, transforms = pool.take(idx)
-    return Samples(x, y, pool.origin, transforms)
+    return Samples(x, y, pool.origin, transforms, pool.truth(idx) if pool.truth is not None else None)
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,8 @@ def _pool(source: Any, ctx: _Ctx, limit: int) -> _Pool:
         path = Path(source)
         if not path.exists():
             raise InputError(f"data {str(path)!r} does not exist; pass an image folder, a .npy or a .npz file")
+        if ctx.pre is not None and (found := find_detection_set(path)) is not None:
+            return _detection_pool(found, ctx)
         if path.is_dir():
             return _folder_pool(path, ctx)
         if path.suffix.lower() in (".npy", ".npz"):
@@ -186,6 +192,22 @@ def _folder_pool(root: Path, ctx: _Ctx) -> _Pool:
         return x, (None if y is None else y[idx]), transforms
 
     return _Pool(len(files), take, f"folder {str(root)!r}", names, notes)
+
+
+def _detection_pool(found: DetectionSet, ctx: _Ctx) -> _Pool:
+    """Images of a detection data set (YOLO, COCO, labels.json) with their objects as the truth."""
+    paths = [str(p) for p in found.files]
+    pre = ctx.pre
+
+    def take(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, tuple[Transform, ...] | None]:
+        x, transforms = decode_images([paths[i] for i in idx], pre, f"reading {found.origin}")
+        return x, None, transforms
+
+    def truth(idx: np.ndarray) -> tuple[Truth, ...]:
+        return tuple(Truth(found.boxes[i], np.ones(len(found.classes[i]), np.float32), found.classes[i])
+                     for i in idx)
+
+    return _Pool(len(found), take, found.origin, found.names, truth=truth)
 
 
 def _array_pool(x: np.ndarray, y: np.ndarray | None, ctx: _Ctx, origin: str) -> _Pool:

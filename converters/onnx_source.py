@@ -94,6 +94,7 @@ def read_onnx(path: Path) -> tuple[Any, bytes]:
 
     Raises:
         InputError: the file is not a complete, valid ONNX model.
+        ConversionError: an op onnx2tf has no converter for.
     """
     import onnx
 
@@ -107,6 +108,7 @@ def read_onnx(path: Path) -> tuple[Any, bytes]:
                          f"{_first_line(exc)}); export it again") from None
     if not model.graph.node:
         raise InputError(f"{str(path)!r} holds no ONNX graph (truncated or not ONNX); export it again")
+    check_ops(model, path)  # before the checker, which only says "No Op registered"
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # noqa: BLE001 - onnx.checker.ValidationError and others
@@ -343,7 +345,6 @@ def open_onnx(path: Path, input_size: tuple[int, int] | None, layout: str | None
     """
     require_onnx()
     model, data = read_onnx(path)
-    check_ops(model, path)
     hints = onnx_hints(model)
     spec = onnx_input(model, path, input_size, layout, hints)
     fixed = fix_input_shape(model, spec)

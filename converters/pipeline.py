@@ -16,8 +16,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from edgekit.converters._native import capture_native_output
-from edgekit.converters.audit import AuditReport, audit_calibration
-from edgekit.converters.convert import LayerDiagnosis, QuantizerEngine, TFLiteConverterEngine
+from edgekit.converters.audit import AuditFinding, AuditReport, audit_calibration
+from edgekit.converters.aiq_engine import default_engine
+from edgekit.converters.convert import LayerDiagnosis, QuantizerEngine
 from edgekit.converters.data import DataSplit, load_data
 from edgekit.converters.debug import FallbackOutcome, Trial, auto_fallback
 from edgekit.converters.edgetpu import compile_for_edgetpu
@@ -37,8 +38,11 @@ from edgekit.converters.gate import GateResult, check_gate
 from edgekit.converters.metadata_writer import write_bytes_atomic, write_metadata
 from edgekit.converters.options import ConvertOptions, Mode, OutputFormat, Task
 from edgekit.converters.preprocessing import Preprocessing, resolve_preprocessing
+from edgekit.converters.onnx_source import OnnxSource
+from edgekit.converters.reference import head_finding, merged, reference_outputs, split_roles, truth_map50
 from edgekit.converters.result import ConversionResult, failed_gate_path
 from edgekit.converters.source import SourceModel, load_source
+from edgekit.converters.tflite_source import model_input_shape, to_model_layout
 from edgekit.errors import ConversionError, InputError, ModelError
 
 __all__ = ["convert", "read_labels", "Session", "Prepared", "Measured"]
@@ -67,7 +71,7 @@ def convert(model: Any, output: str | os.PathLike[str], *, calibration: Any = No
     """Convert a Keras/SavedModel model to .tflite, check it against the float model, write it.
 
     Args:
-        model: a .keras/.h5 path, a SavedModel folder or a keras.Model.
+        model: a .keras/.h5 path, a SavedModel folder, an .onnx file, a float .tflite or a keras.Model.
         output: the .tflite to write (``OUT.FAILED-GATE.tflite`` instead when the gate fails).
         calibration, validation: an image folder, .npy/.npz, array, (x, y) arrays,
             tf.data.Dataset or iterable. Without validation a held-out part of calibration is used.
@@ -83,7 +87,8 @@ def convert(model: Any, output: str | os.PathLike[str], *, calibration: Any = No
     """
     opts = dataclasses.replace(options or ConvertOptions(), **overrides)
     with capture_native_output(enabled=not opts.verbose, show_progress=opts.progress), \
-            load_source(model, opts.preprocessing.input_size) as src, Session(src, opts, engine) as session:
+            load_source(model, opts.preprocessing.input_size, layout=opts.layout, split_head=opts.split_head,
+                        verbose=opts.verbose) as src, Session(src, opts, engine) as session:
         return session.convert(Path(output), session.prepare(calibration, validation))
 
 
@@ -101,6 +106,8 @@ class Prepared:
     reference: ModelOutputs | None
     float_path: Path
     warnings: list[str] = field(default_factory=list)
+    roles: tuple[str, ...] | None = None  # a split YOLO head: "boxes"/"scores" in output order
+    float_map50_truth: float | None = None  # the float model against labelled objects
 
     def first_input(self, shape: tuple[int, ...]) -> np.ndarray:
         val = self.data.validation
@@ -118,7 +125,7 @@ class Session:
 
     def __init__(self, src: SourceModel, opts: ConvertOptions, engine: QuantizerEngine | None = None) -> None:
         self.src, self.opts = src, opts
-        self.engine: QuantizerEngine = engine or TFLiteConverterEngine()
+        self.engine: QuantizerEngine = engine or default_engine(src, opts)
         self._tmp = tempfile.TemporaryDirectory(prefix="edgekit-convert-")
         self.tmp = Path(self._tmp.name)
 
@@ -140,23 +147,38 @@ class Session:
         data = load_data(calibration, validation, input_shape=self.src.input_shape, input_dtype=self.src.input_dtype,
                          pre=pre, num_calibration=o.num_calibration, num_validation=o.num_validation,
                          seed=o.seed, holdout=o.holdout, labels=labels)
-        labels = labels or data.class_names
+        labels = labels or self.src.labels or data.class_names
         audit = audit_calibration(data.calibration, data.validation, labels)
+        if isinstance(self.src, OnnxSource):  # onnx2tf, with its sample images made from these
+            some = data.calibration or data.validation
+            self.src.build(some.x if some is not None else None, pre.mean if pre else (0.0,),
+                           pre.std if pre else (255.0,))
+        data = to_model_layout(data, self.src)  # an NCHW model gets its (N, H, W, C) images transposed
         float_bytes = self.engine.convert(self.src, Mode.FLOAT32, None)
         float_path = self._write("float32.tflite", float_bytes)
-        fmt = infer_output_format(float_bytes, o.task, o.output_format)
+        fmt = (o.output_format or OutputFormat.YOLO) if self.src.head_split is not None \
+            else infer_output_format(float_bytes, o.task, o.output_format)
         warnings += list(data.notes) + audit.warnings
         reference = None
+        roles = truth_map = None
         if data.validation is None:
             warnings.append("no calibration or validation data: the accuracy was not measured")
         else:
-            reference = predict(float_path, data.validation.x, "float model")
+            reference = predict(float_path, data.validation.x, "float model") if self.src.reference is None \
+                else reference_outputs(self.src.reference, data.validation.x)
+            if self.src.head_split is not None:
+                roles = split_roles(self.src, float_path, data.validation.x[:1])
+            if fmt is OutputFormat.YOLO and (finding := head_finding(reference, self.src, o.split_head)):
+                audit = dataclasses.replace(audit, findings=(*audit.findings, AuditFinding("shared-scale", finding)))
+                warnings.append(finding)
+            if fmt in (OutputFormat.YOLO, OutputFormat.SSD):
+                truth_map = truth_map50(reference, fmt, reference, data.validation)
             if fmt is OutputFormat.CLASSES:
                 classes = int(np.prod(reference.arrays[0].shape[1:]))
                 warnings += [w for w in (label_summary(labels, classes),
                                          chance_warning(reference, data.validation.y, classes)) if w]
         return Prepared(pre, data, labels, audit, float_bytes, fmt, task_of(fmt, o.task), reference, float_path,
-                        warnings)
+                        warnings, roles, truth_map)
 
     def _write(self, name: str, data: bytes) -> Path:
         path = self.tmp / name
@@ -188,9 +210,15 @@ class Session:
         try:
             if p.reference is not None and p.data.validation is not None:
                 val = p.data.validation
-                quant = p.reference if model == p.float_bytes else predict(path, val.x, f"{mode.value} model")
+                quant = p.reference if model == p.float_bytes and self.src.reference is None \
+                    else predict(path, val.x, f"{mode.value} model")
+                if p.roles is not None and self.src.head_split is not None:
+                    quant = merged(quant, p.roles, self.src.head_split.axis, p.reference)
                 metrics = compare(p.reference, quant, val.y, p.output_format, val.transforms)
-            float_ms, latency = measure_latency([p.float_path, path], p.first_input(self.src.input_shape))
+                if p.float_map50_truth is not None and p.output_format is not None:
+                    metrics = dataclasses.replace(metrics, float_map50_truth=p.float_map50_truth,
+                                                  map50_truth=truth_map50(quant, p.output_format, p.reference, val))
+            float_ms, latency = measure_latency([p.float_path, path], p.first_input(model_input_shape(self.src)))
         except ModelError as exc:
             raise ConversionError(f"the {mode.value} model was converted but the interpreter cannot run it "
                                   f"({str(exc).split(': ', 1)[-1]}); try another mode") from None
@@ -261,7 +289,7 @@ class Session:
             "labels": list(p.labels) if p.labels else None,
             "preprocessing": p.pre.to_metadata() if p.pre else None,
             "output_format": p.output_format.value if p.output_format else None,
-            "detection": detection_metadata(p.output_format, p.reference),
+            "detection": _with_roles(detection_metadata(p.output_format, p.reference), p.roles),
             "quantization": _drop_none({
                 "mode": self.opts.mode.value, "engine": self.engine.name, "engine_version": self.engine.version,
                 "calibration_samples": len(p.data.calibration) if p.data.calibration else None,
@@ -270,6 +298,7 @@ class Session:
             "accuracy": _drop_none({
                 "validation_samples": m.samples or None, "top1_agreement": m.top1_agreement,
                 "float_accuracy": m.float_accuracy, "accuracy": m.accuracy, "map50": m.map50,
+                "float_map50_truth": m.float_map50_truth, "map50_truth": m.map50_truth,
                 "drop": g.drop, "basis": g.basis if g.drop is not None else None, "max_drop": g.max_drop,
                 "gate": g.status}),
         }
@@ -287,6 +316,11 @@ class Session:
                                            "ops_on_cpu": report.ops_on_cpu}}
         write_bytes_atomic(compiled.model, write_metadata(compiled.model.read_bytes(), doc))
         return dataclasses.replace(res, edgetpu=compiled)
+
+
+def _with_roles(doc: dict[str, Any] | None, roles: tuple[str, ...] | None) -> dict[str, Any] | None:
+    """The detection metadata naming the outputs of a split head (the device reads them as a pair)."""
+    return doc if doc is None or roles is None else {**doc, "outputs": list(roles)}
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:

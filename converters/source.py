@@ -13,12 +13,41 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from edgekit.converters._native import import_keras, import_tensorflow
 from edgekit.errors import ConversionError, InputError
 
-__all__ = ["SourceModel", "load_source", "NormalizationLayer"]
+if TYPE_CHECKING:
+    from edgekit.converters.yolo_head import HeadSplit
+
+__all__ = ["SourceModel", "load_source", "NormalizationLayer", "FloatReference", "PreprocessingHint", "INPUT_KINDS"]
+
+# What `edgekit convert` takes, for --help and error messages.
+INPUT_KINDS = ("Keras (.keras/.h5)", "SavedModel folder", "ONNX (.onnx, via onnx2tf)", "float .tflite")
+
+
+class FloatReference(Protocol):
+    """The float model the accuracy check measures against, when it is not the float .tflite
+    (an ONNX model run by onnxruntime, a Keras model whose head was split for conversion)."""
+
+    name: str
+
+    def run(self, x: np.ndarray) -> list[np.ndarray]:
+        """The model's outputs (with their batch axis of 1) for one sample of model inputs (batch 1)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PreprocessingHint:
+    """Preprocessing a source states (e.g. an exporter's metadata): real input = (pixel - mean) / std."""
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    resize: str  # "stretch" | "letterbox"
+    description: str
 
 
 @dataclass(frozen=True)
@@ -45,6 +74,10 @@ class SourceModel:
     model_name: str = ""  # Keras' own name ('mobilenetv2_1.00_224'), for preprocessing hints
     normalization: NormalizationLayer | None = None
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+    reference: FloatReference | None = None  # None: the float32 .tflite is the reference
+    head_split: HeadSplit | None = None  # a YOLO head split into boxes and scores for conversion
+    labels: tuple[str, ...] | None = None  # class names the model itself carries
+    preprocessing_hint: PreprocessingHint | None = None
 
     @property
     def is_image(self) -> bool:
@@ -63,11 +96,14 @@ class SourceModel:
         self.close()
 
 
-def load_source(model: Any, input_size: tuple[int, int] | None = None) -> SourceModel:
-    """Load `model` (.keras/.h5 path, SavedModel folder, or keras.Model) with a batch of 1.
+def load_source(model: Any, input_size: tuple[int, int] | None = None, *, layout: str | None = None,
+                split_head: bool = True, verbose: bool = False) -> SourceModel:
+    """Load `model` (.keras/.h5 path, SavedModel folder, .onnx, float .tflite, or keras.Model) with a batch of 1.
 
     Args:
         input_size: (width, height) for models whose spatial size is not fixed.
+        layout: "nchw"/"nhwc" for an ONNX input whose shape reads both ways.
+        split_head: split a YOLO head whose one output mixes boxes and scores (ONNX and Keras).
 
     Raises:
         InputError: the path does not exist or is not a model edgekit converts.
@@ -79,9 +115,14 @@ def load_source(model: Any, input_size: tuple[int, int] | None = None) -> Source
             raise InputError(f"model {str(path)!r} does not exist; pass a .keras or .h5 file or a SavedModel folder")
         if path.is_dir():
             return _from_saved_model(path, input_size)
-        if path.suffix.lower() == ".tflite":
-            raise InputError(f"{str(path)!r} is already a TFLite model; `edgekit convert` takes the Keras "
-                             "(.keras/.h5) or SavedModel it came from. Use `edgekit info` to inspect it.")
+        if path.suffix.lower() == ".onnx":
+            from edgekit.converters.onnx_source import load_onnx
+
+            return load_onnx(path, input_size, layout, split_head, verbose)
+        if path.suffix.lower() == ".tflite":  # a float .tflite, quantized by ai-edge-quantizer
+            from edgekit.converters.tflite_source import load_float_tflite
+
+            return load_float_tflite(path, input_size, split_head)
         if path.suffix.lower() not in (".keras", ".h5", ".hdf5"):
             raise InputError(f"{str(path)!r} is not a Keras model file; expected .keras, .h5 or a SavedModel folder")
         keras = import_keras()
@@ -90,9 +131,10 @@ def load_source(model: Any, input_size: tuple[int, int] | None = None) -> Source
         except Exception as exc:  # noqa: BLE001 - Keras raises many kinds; the user needs one sentence
             raise ConversionError(f"Keras could not load {str(path)!r}: {_first_line(exc)}. If it uses custom "
                                   "layers, load it yourself and pass the keras.Model to convert()") from None
-        return _from_keras(loaded, path.name, _sha256_file(path), input_size)
+        return _from_keras(loaded, path.name, _sha256_file(path), input_size, split_head)
     if hasattr(model, "layers") and hasattr(model, "inputs"):
-        return _from_keras(model, getattr(model, "name", "keras_model"), _sha256_weights(model), input_size)
+        return _from_keras(model, getattr(model, "name", "keras_model"), _sha256_weights(model), input_size,
+                           split_head)
     raise InputError(f"cannot convert a {type(model).__name__}; pass a .keras/.h5 path, a SavedModel folder "
                      "or a keras.Model")
 
@@ -117,7 +159,10 @@ def _fixed_shape(shape: tuple[Any, ...], input_size: tuple[int, int] | None, wha
     return (1, *[int(d) for d in dims[1:]])
 
 
-def _from_keras(model: Any, name: str, digest: str, input_size: tuple[int, int] | None) -> SourceModel:
+def _from_keras(model: Any, name: str, digest: str, input_size: tuple[int, int] | None,
+                split_head: bool = True) -> SourceModel:
+    from edgekit.converters.yolo_head import split_keras_head
+
     keras = import_keras()
     inputs = list(model.inputs or [])
     if len(inputs) != 1:
@@ -125,12 +170,15 @@ def _from_keras(model: Any, name: str, digest: str, input_size: tuple[int, int] 
     spec = inputs[0]
     shape = _fixed_shape(tuple(spec.shape), input_size, f"model {name!r}")
     dtype = str(getattr(spec, "dtype", "float32"))
-    wrapped = model
+    split = split_keras_head(model) if split_head else None
+    wrapped = split[0] if split is not None else model
     if tuple(spec.shape) != shape:
         x = keras.Input(shape=shape[1:], batch_size=1, dtype=dtype, name="input")
-        wrapped = keras.Model(x, model(x), name=f"{model.name}_batch1")
+        wrapped = keras.Model(x, wrapped(x), name=f"{model.name}_batch1")
     src = SourceModel(name=name, sha256=digest, input_shape=shape, input_dtype=dtype, keras_model=wrapped,
-                      model_name=str(model.name), normalization=find_normalization(model))
+                      model_name=str(model.name), normalization=find_normalization(model),
+                      reference=KerasReference(model) if split is not None else None,
+                      head_split=split[1] if split is not None else None)
     # TFLiteConverter.from_keras_model exports a SavedModel on every call (most of a small
     # model's conversion time); export once and convert every mode from it.
     src._tmp = tempfile.TemporaryDirectory(prefix="edgekit-keras-")
@@ -142,6 +190,18 @@ def _from_keras(model: Any, name: str, digest: str, input_size: tuple[int, int] 
         raise ConversionError(f"could not export {name!r} for the converter: {_first_line(exc)}") from None
     src.saved_model_dir = out
     return src
+
+
+class KerasReference:
+    """The Keras model as it was (before its head was split), run on one sample at a time."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self.name = f"keras model {model.name!r}"
+
+    def run(self, x: np.ndarray) -> list[np.ndarray]:
+        out = self._model(x, training=False)
+        return [np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
 
 
 def find_normalization(model: Any) -> NormalizationLayer | None:

@@ -21,25 +21,32 @@ from edgekit.errors import ConversionError
 
 __all__ = ["register", "run", "build_options"]
 
-MODES = ("float32", "float16", "dynamic", "int8", "uint8", "int8-float-io", "int16x8", "edgetpu")
-INSTALL = "pip install 'edgekit[convert]'"
+MODES = ("float32", "float16", "dynamic", "weight-only", "int8", "uint8", "int8-float-io", "int16x8", "edgetpu")
+INSTALL = "pip install 'edgekit-tflite[convert]'"
 
 
 def register(subparsers: Any) -> None:
     from edgekit.cli import HelpFormatter
 
     p = subparsers.add_parser(
-        "convert", help="convert a Keras/SavedModel model to a checked int8/float16 .tflite",
-        description="Convert a Keras (.keras/.h5) or SavedModel model to .tflite, calibrated on your data, "
+        "convert", help="convert a Keras/SavedModel/ONNX/float .tflite model to a checked int8/float16 .tflite",
+        description="Convert a Keras (.keras/.h5), SavedModel, ONNX (.onnx, through onnx2tf; NCHW inputs "
+                    "become NHWC) or float .tflite model (quantized by ai-edge-quantizer, itself the float reference) "
+                    "to .tflite, calibrated on your data, "
                     "measured against the float model by the interpreter that runs on the device, with "
                     "per-layer diagnosis, an accuracy gate (exit 3) and edgekit metadata inside the file. "
                     f"Needs TensorFlow: {INSTALL}.",
         epilog="examples:\n"
                "  edgekit convert model.keras --mode int8 --calibration images/ -o model_int8.tflite\n"
                "  edgekit convert saved_model/ --mode uint8 --calibration cal.npz --max-drop 1 -o m.tflite\n"
-               "  edgekit convert model.keras --compare-modes --calibration images/",
+               "  edgekit convert model.keras --compare-modes --calibration images/\n"
+               "  edgekit convert yolov8n_float32.tflite --mode int8 --calibration images/ --resize letterbox "
+               "--keep-float CONCATENATION -o yolo_int8.tflite\n"
+               "  edgekit convert yolov8n.onnx --mode int8 --calibration data.yaml --max-drop 1 -o yolo_int8.tflite",
         formatter_class=HelpFormatter)
-    p.add_argument("model", metavar="MODEL", help="a .keras or .h5 file, or a SavedModel folder")
+    p.add_argument("model", metavar="MODEL",
+                   help="input kinds: a Keras file (.keras/.h5), a SavedModel folder, an ONNX file (.onnx) or a "
+                        "float32 .tflite")
     p.add_argument("-o", "--output", help="the .tflite to write (required unless --compare-modes)")
     p.add_argument("--mode", choices=MODES, default="int8", help="quantization mode")
     data = p.add_argument_group("data")
@@ -60,10 +67,22 @@ def register(subparsers: Any) -> None:
                       help="when the gate fails, keep the most sensitive layers in float and try again")
     gate.add_argument("--max-fallback-layers", type=positive_int, default=8, metavar="N",
                       help="at most this many layers kept in float")
+    recipe = p.add_argument_group("per-layer recipe (ai-edge-quantizer; a float .tflite uses it always)")
+    recipe.add_argument("--keep-float", action="append", metavar="OP_OR_NAME",
+                        help="keep these ops in float: an op type (CONCATENATION, LOGISTIC) or a piece of an op's "
+                             "output name; repeat the flag for more")
+    recipe.add_argument("--int16", action="append", metavar="NAME",
+                        help="int16 activations for the ops whose output name contains NAME (int8 modes); repeat")
     gate.add_argument("--no-diagnose", action="store_true",
                       help="skip the per-layer error analysis (QuantizationDebugger) of int8 modes")
     pre = p.add_argument_group("preprocessing (default: inferred from the model, e.g. a Rescaling layer)")
-    pre.add_argument("--input-size", metavar="WxH", help="input size for models whose size is not fixed")
+    pre.add_argument("--input-size", "--imgsz", dest="input_size", metavar="WxH",
+                     help="input size for models whose size is not fixed (ONNX with dynamic height/width)")
+    pre.add_argument("--layout", choices=("nchw", "nhwc"),
+                     help="ONNX input layout, when its shape reads both ways (default: from the shape)")
+    gate.add_argument("--no-split-head", action="store_true",
+                      help="keep a YOLO head whose one output mixes boxes and scores as it is (by default it is "
+                           "split into boxes and scores outputs, each with its own int8 scale)")
     pre.add_argument("--mean", metavar="M[,M,M]", help="real input = (pixel - mean) / std")
     pre.add_argument("--std", metavar="S[,S,S]", help="see --mean")
     pre.add_argument("--scale", type=float, metavar="S", help="real input = pixel * S (e.g. 0.00392157)")
@@ -137,7 +156,8 @@ def build_options(args: argparse.Namespace) -> Any:
         preprocessing=pre, task=Task.parse(args.task) if args.task else None,
         output_format=OutputFormat.parse(args.output_format) if args.output_format else None,
         report_dir=Path(args.report_dir) if args.report_dir else None, verbose=args.verbose,
-        progress=not args.quiet)
+        layout=args.layout, split_head=not args.no_split_head,
+        keep_float=tuple(args.keep_float or ()), int16=tuple(args.int16 or ()), progress=not args.quiet)
 
 
 def _require_tensorflow() -> None:
@@ -146,12 +166,24 @@ def _require_tensorflow() -> None:
                               "(on a workstation; devices only need the runtime)")
 
 
+def _require_quantizer() -> None:
+    if importlib.util.find_spec("ai_edge_quantizer") is None:
+        raise ConversionError(f"quantizing a float .tflite (and --keep-float/--int16) needs ai-edge-quantizer, which "
+                              f"is not installed here. Run: {INSTALL}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.output is None and not args.compare_modes:
         from edgekit.errors import InputError
 
         raise InputError("give the output file with -o OUT.tflite (or use --compare-modes)")
     _require_tensorflow()
+    if str(args.model).lower().endswith(".onnx"):
+        from edgekit.converters.onnx_source import require_onnx
+
+        require_onnx()
+    if str(args.model).lower().endswith(".tflite") or args.keep_float or args.int16:
+        _require_quantizer()
     opts = build_options(args)
     if args.compare_modes:
         return _compare(args, opts)

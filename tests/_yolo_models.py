@@ -1,0 +1,97 @@
+"""An Ultralytics-style detector built and trained here (no downloads), and its ONNX export.
+
+The demo's YOLO-style Keras detector is trained briefly on the demo's synthetic inspection
+data, then re-headed to the layout Ultralytics' YOLOv8/11 exports have: input [1, 3, S, S]
+float RGB in 0..1 (NCHW, as PyTorch exports), output [1, 4+C, N] with cx, cy, w, h in input
+pixels and the class scores, joined by one final Concatenate. Exported to ONNX by tf2onnx with
+Ultralytics-like metadata (names, imgsz, task), it stands in for a user's yolov8n.onnx: its
+boxes (0..S pixels) and scores (0..1) share one tensor, which is exactly the int8 collapse.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SIZE = 128
+
+
+@dataclass(frozen=True)
+class TrainedDetector:
+    keras_path: Path  # the Ultralytics-style Keras model (NCHW in, [1, 4+C, N] out)
+    onnx_path: Path
+    calibration: Path  # demo split: PNGs + labels.json
+    validation: Path  # Ultralytics layout: images/ + labels/ (class cx cy w h, normalized)
+    names: tuple[str, ...]
+
+
+def ultralytics_head(model: Any, size: int) -> Any:
+    """The demo detector ([1, S, S, 3] pixels -> [1, N, 5+C] normalized) as an Ultralytics-style model."""
+    import keras
+
+    x = keras.Input((3, size, size), batch_size=1, name="images")
+    h = keras.layers.Permute((2, 3, 1), name="to_nhwc")(x)
+    h = keras.layers.Rescaling(255.0, name="to_pixels")(h)
+    y = model(h)
+    boxes = keras.ops.transpose(y[..., :4] * float(size), (0, 2, 1))  # ops, not Lambda: the file reloads safely
+    scores = keras.ops.transpose(y[..., 5:] * y[..., 4:5], (0, 2, 1))
+    out = keras.layers.Concatenate(axis=1, name="output0")([boxes, scores])
+    return keras.Model(x, out, name="yolo_style")
+
+
+def export_onnx(model: Any, path: Path, size: int, names: tuple[str, ...]) -> Path:
+    """tf2onnx export with an NCHW input named 'images' and Ultralytics-like metadata."""
+    import onnx
+    import tensorflow as tf
+    import tf2onnx
+
+    spec = (tf.TensorSpec((1, 3, size, size), tf.float32, name="images"),)
+
+    @tf.function(input_signature=spec)
+    def serve(images: Any) -> Any:
+        return {"output0": model(images)}
+
+    proto, _ = tf2onnx.convert.from_function(serve, input_signature=spec, opset=13)
+    for key, value in (("description", "Ultralytics-style detector built by the edgekit tests"),
+                       ("task", "detect"), ("imgsz", json.dumps([size, size])),
+                       ("names", repr({i: n for i, n in enumerate(names)}))):
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save_model(proto, str(path))
+    return path
+
+
+def write_yolo_split(samples: list[Any], root: Path) -> Path:
+    """Samples as an Ultralytics data set folder: images/NAME.png, labels/NAME.txt (class cx cy w h)."""
+    import cv2
+
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    (root / "labels").mkdir(parents=True, exist_ok=True)
+    for i, s in enumerate(samples):
+        cv2.imwrite(str(root / "images" / f"{i:04d}.png"), cv2.cvtColor(s.image, cv2.COLOR_RGB2BGR))
+        h, w = s.image.shape[:2]
+        rows = [f"{int(c)} {(b[0] + b[2]) / 2 / w:.6f} {(b[1] + b[3]) / 2 / h:.6f} {(b[2] - b[0]) / w:.6f} "
+                f"{(b[3] - b[1]) / h:.6f}" for b, c in zip(s.boxes, s.class_ids)]
+        (root / "labels" / f"{i:04d}.txt").write_text("\n".join(rows) + ("\n" if rows else ""))
+    return root
+
+
+def train_detector(root: Path, size: int = SIZE, seconds: float = 40.0) -> TrainedDetector:
+    """Train the demo detector briefly (600 images, at most `seconds`) and export it both ways."""
+    from edgekit.demo.dataset import CLASS_NAMES, generate, make_splits
+    from edgekit.demo.train import TrainConfig, train
+
+    root.mkdir(parents=True, exist_ok=True)
+    splits = make_splits(root / "demo", 0, 200, 0, seed=5, size=size)
+    validation = write_yolo_split(generate(120, seed=7, size=size), root / "val_yolo")
+    model = train(generate(600, seed=1, size=size), TrainConfig(epochs=20, batch_size=32, time_limit=seconds),
+                  progress=False)
+    head = ultralytics_head(model, size)
+    keras_path = root / "yolo_style.keras"
+    head.save(keras_path)
+    onnx_path = export_onnx(head, root / "yolo_style.onnx", size, tuple(CLASS_NAMES))
+    return TrainedDetector(keras_path, onnx_path, splits.calibration, validation, tuple(CLASS_NAMES))

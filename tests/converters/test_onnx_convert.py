@@ -1,0 +1,70 @@
+"""ONNX in, end to end, on a detector trained here in the Ultralytics layout (NCHW, [1, 4+C, N]).
+
+The int8 model is measured against the labelled objects of an Ultralytics-format validation
+folder: with the head split (the default) it stays within 1 mAP point of the float ONNX model
+run by onnxruntime; kept as one output (--no-split-head) the scores collapse and the gate exits 3.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from edgekit.cli import main
+from edgekit.runtimes import load_model
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_tf]
+
+
+def test_onnx_int8_with_split_head_stays_within_one_point(yolo_detector, tmp_path, capsys) -> None:
+    out = tmp_path / "yolo_int8.tflite"
+    code = main(["convert", str(yolo_detector.onnx_path), "--mode", "int8", "--calibration",
+                 str(yolo_detector.calibration), "--validation", str(yolo_detector.validation), "--max-drop", "1",
+                 "--no-diagnose", "--json", "-q", "-o", str(out)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc["gate"]
+    m = doc["metrics"]
+    assert doc["gate"]["basis"] == "map50-truth"
+    assert m["float_map50_truth"] > 0.5, "the float model must detect the parts for the comparison to mean anything"
+    assert m["float_map50_truth"] - m["map50_truth"] <= 0.01
+    with load_model(out) as model:
+        meta = model.metadata
+        shapes = [o.shape for o in model.outputs]
+        scales = [o.scale for o in model.outputs]
+        assert model.inputs[0].shape == (1, 128, 128, 3)  # NCHW in, NHWC out
+    assert meta["labels"] == list(yolo_detector.names)  # from the ONNX metadata
+    assert meta["preprocessing"]["resize"] == "letterbox" and meta["preprocessing"]["std"] == [255.0] * 3
+    assert sorted(meta["detection"]["outputs"]) == ["boxes", "scores"]
+    boxes_i = meta["detection"]["outputs"].index("boxes")
+    assert shapes == [(1, 4, 320), (1, 4, 320)]
+    assert scales[boxes_i] > 20 * scales[1 - boxes_i]  # pixels and 0..1 scores: each its own scale
+
+
+def test_onnx_int8_without_the_split_collapses_and_the_gate_exits_3(yolo_detector, tmp_path, capsys) -> None:
+    out = tmp_path / "yolo_int8.tflite"
+    code = main(["convert", str(yolo_detector.onnx_path), "--mode", "int8", "--calibration",
+                 str(yolo_detector.calibration), "--validation", str(yolo_detector.validation), "--max-drop", "1",
+                 "--no-diagnose", "--no-split-head", "--json", "-o", str(out)])
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert code == 3
+    assert not out.exists() and (tmp_path / "yolo_int8.FAILED-GATE.tflite").exists()
+    assert "boxes and scores share one int8 scale: scores keep" in captured.err
+    assert any(f["code"] == "shared-scale" for f in doc["audit"]["findings"])
+    assert doc["gate"]["drop"] > 1
+
+
+def test_onnx_reference_is_onnxruntime_on_the_same_inputs(yolo_detector) -> None:
+    from edgekit.converters.onnx_source import load_onnx
+
+    with load_onnx(yolo_detector.onnx_path, split_head=False) as src:
+        x = np.random.default_rng(0).random((1, 128, 128, 3), dtype=np.float32)
+        out = src.reference.run(x)[0]
+        assert src.input_shape == (1, 128, 128, 3) and out.shape == (1, 8, 320)
+        import onnxruntime as ort
+
+        sess = ort.InferenceSession(str(yolo_detector.onnx_path), providers=["CPUExecutionProvider"])
+        expect = sess.run(None, {"images": x.transpose(0, 3, 1, 2)})[0]
+    np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-4)

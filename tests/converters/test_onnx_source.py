@@ -1,0 +1,154 @@
+"""ONNX files read before conversion (bad ones stop with one line, exit 2, nothing written), the YOLO
+head split on graphs written with onnx.helper, and detection data sets in the formats people have."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+from edgekit.cli import main  # noqa: E402
+from edgekit.converters.detection_data import find_detection_set, read_data_yaml  # noqa: E402
+from edgekit.converters.yolo_head import mixed_head_levels, split_onnx_head  # noqa: E402
+
+
+def _yolo_graph(h: int | str = 32, w: int | str = 32, classes: int = 3, op: str = "Sigmoid",
+                domain: str = "") -> onnx.ModelProto:
+    """[1, 3, H, W] -> conv -> boxes (pixels) and scores, Concat then Transpose to [1, 4+C, N]."""
+    rng = np.random.default_rng(0)
+    weight = helper.make_tensor("w", TensorProto.FLOAT, (4 + classes, 3, 8, 8),
+                                rng.normal(0, 0.1, (4 + classes, 3, 8, 8)).astype(np.float32).ravel())
+    nodes = [
+        helper.make_node("Conv", ["images", "w"], ["feat"], strides=[8, 8], name="head_conv"),
+        helper.make_node("Reshape", ["feat", "shape"], ["rows"], name="rows"),  # [1, 4+C, N]
+        helper.make_node("Transpose", ["rows"], ["cols"], perm=[0, 2, 1], name="cols"),  # [1, N, 4+C]
+        helper.make_node("Slice", ["cols", "s0", "s4", "ax"], ["box_raw"], name="box_slice"),
+        helper.make_node("Slice", ["cols", "s4", "send", "ax"], ["cls_raw"], name="cls_slice"),
+        helper.make_node("Sigmoid", ["box_raw"], ["box_sig"], name="box_sig"),
+        helper.make_node("Mul", ["box_sig", "size"], ["box_px"], name="box_px"),
+        helper.make_node(op, ["cls_raw"], ["cls"], name="cls_act", domain=domain),
+        helper.make_node("Concat", ["box_px", "cls"], ["cat"], axis=2, name="final_concat"),
+        helper.make_node("Transpose", ["cat"], ["output0"], perm=[0, 2, 1], name="final_transpose"),
+    ]
+    inits = [weight, helper.make_tensor("shape", TensorProto.INT64, (3,), [1, 4 + classes, -1]),
+             helper.make_tensor("s0", TensorProto.INT64, (1,), [0]), helper.make_tensor("s4", TensorProto.INT64, (1,), [4]),
+             helper.make_tensor("send", TensorProto.INT64, (1,), [1 << 30]),
+             helper.make_tensor("ax", TensorProto.INT64, (1,), [2]),
+             helper.make_tensor("size", TensorProto.FLOAT, (), [32.0])]
+    graph = helper.make_graph(nodes, "yolo_like", [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                                                 [1, 3, h, w])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + classes, None])],
+                              inits)
+    opsets = [helper.make_opsetid("", 13)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets, producer_name="edgekit-tests", ir_version=8)
+
+
+def test_split_onnx_head_gives_the_same_values_as_two_outputs() -> None:
+    model = _yolo_graph()
+    split, info = split_onnx_head(model)
+    assert info.num_classes == 3 and info.axis == 1 and "final_concat" in info.where
+    assert [o.name for o in split.graph.output] == ["boxes", "scores"]
+    assert "final_concat" not in [n.name for n in split.graph.node]
+    x = np.random.default_rng(1).random((1, 3, 32, 32), dtype=np.float32)
+    whole = ort.InferenceSession(model.SerializeToString()).run(None, {"images": x})[0]
+    boxes, scores = ort.InferenceSession(split.SerializeToString()).run(None, {"images": x})
+    np.testing.assert_array_equal(boxes, whole[:, :4])
+    np.testing.assert_array_equal(scores, whole[:, 4:])
+
+
+def test_mixed_head_levels_counts_what_one_scale_leaves_the_scores() -> None:
+    rng = np.random.default_rng(0)
+    raw = np.concatenate([rng.uniform(0, 640, (2, 4, 100)), rng.uniform(0, 1, (2, 3, 100))], axis=1)
+    levels, scale = mixed_head_levels(raw)
+    assert scale == pytest.approx(640 / 255, rel=0.01) and levels <= 2
+    normalized = np.concatenate([rng.uniform(0, 1, (2, 4, 100)), rng.uniform(0, 1, (2, 3, 100))], axis=1)
+    assert mixed_head_levels(normalized) is None
+
+
+def _convert(tmp_path: Path, model_path: Path, *extra: str) -> int:
+    return main(["convert", str(model_path), "--mode", "float16", "-o", str(tmp_path / "out.tflite"), "-q", *extra])
+
+
+@pytest.mark.needs_tf
+@pytest.mark.parametrize("make, extra, words", [
+    (lambda p: p.write_bytes(_yolo_graph().SerializeToString()[:700]), (), "not a complete ONNX model"),
+    (lambda p: onnx.save_model(_yolo_graph("height", "width"), str(p)), (), "--imgsz"),
+    (lambda p: onnx.save_model(_yolo_graph(op="FancyAct", domain="com.vendor"), str(p)), (),
+     "op 'FancyAct' of domain 'com.vendor' (node 8 of 10, 'cls_act'"),
+    (lambda p: onnx.save_model(_yolo_graph(op="NotAnOnnxOp"), str(p)), (), "op 'NotAnOnnxOp'"),
+    (lambda p: onnx.save_model(_yolo_graph(), str(p)), ("--imgsz", "64"), "takes 32x32 images"),
+], ids=["truncated", "dynamic-size", "custom-op", "unknown-op", "wrong-imgsz"])
+def test_bad_onnx_files_exit_2_with_one_line_and_write_nothing(tmp_path, capsys, make, extra, words) -> None:
+    pytest.importorskip("onnx2tf")
+    path = tmp_path / "model.onnx"
+    make(path)
+    assert _convert(tmp_path, path, *extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+
+
+# --- detection data sets ---------------------------------------------------------------------------
+def _image(path: Path, w: int = 40, h: int = 20) -> None:
+    import cv2
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.full((h, w, 3), 90, np.uint8))
+
+
+def _yolo(root: Path) -> Path:
+    _image(root / "images" / "val" / "a.png")
+    (root / "labels" / "val").mkdir(parents=True)
+    (root / "labels" / "val" / "a.txt").write_text("1 0.5 0.5 0.5 0.5\n")
+    return root
+
+
+def _data_yaml(root: Path) -> Path:
+    _yolo(root)
+    (root / "data.yaml").write_text("# a data set\npath: .\ntrain: images/train  # unused\nval: images/val\n"
+                                    "names:\n  0: 'bolt'\n  1: nut\n")
+    return root / "data.yaml"
+
+
+def _coco(root: Path) -> Path:
+    _image(root / "a.png")
+    doc = {"images": [{"id": 7, "file_name": "a.png", "width": 40, "height": 20}],
+           "annotations": [{"id": 1, "image_id": 7, "category_id": 12, "bbox": [10, 5, 20, 10]}],
+           "categories": [{"id": 3, "name": "bolt"}, {"id": 12, "name": "nut"}]}
+    (root / "instances.json").write_text(json.dumps(doc))
+    return root / "instances.json"
+
+
+def _edgekit(root: Path) -> Path:
+    _image(root / "a.png")
+    (root / "labels.json").write_text(json.dumps({"classes": ["bolt", "nut"], "box_format": "xyxy",
+                                                  "images": [{"file": "a.png", "boxes": [[10, 5, 30, 15]],
+                                                              "class_ids": [1]}]}))
+    return root
+
+
+@pytest.mark.parametrize("make, names", [
+    (_yolo, None), (_data_yaml, ("bolt", "nut")), (_coco, ("bolt", "nut")), (_edgekit, ("bolt", "nut")),
+], ids=["yolo-folder", "data-yaml", "coco", "labels-json"])
+def test_detection_sets_give_boxes_in_image_pixels(tmp_path, make, names) -> None:
+    found = find_detection_set(make(tmp_path))
+    assert found is not None and len(found) == 1 and found.names == names
+    np.testing.assert_allclose(found.boxes[0], [[10, 5, 30, 15]])
+    assert found.classes[0].tolist() == [1]
+
+
+def test_data_yaml_names_as_a_list_or_inline() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "data.yaml"
+        p.write_text("val: images/val\nnames: ['a', \"b c\"]\nnc: 2\n")
+        assert read_data_yaml(p)["names"] == ["a", "b c"]
+        p.write_text("val: v\nnames:\n  - a\n  - b # the second\n")
+        assert read_data_yaml(p) == {"val": "v", "names": ["a", "b"]}
