@@ -17,7 +17,6 @@ and by the CLI, whose classify/detect/inspect isolate unless it says 0.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Callable
 
 from edgekit.errors import ConfigError, InputError, ModelError
@@ -80,15 +79,12 @@ def try_in_child(path: str, data: bytes, backend: Backend, delegate: Delegate, d
 
     Raises:
         ModelError: the child crashed, timed out, or could not load the model.
+        SetupError: the child could not start or import edgekit (this environment, not the model).
     """
-    from edgekit.runtimes._probe import probe_model  # not at import: `python -m` runs that module
+    from edgekit.runtimes._probe import probe_model  # not at import: the child runs that file as a script
 
-    try:
-        result = probe_model(data, backend=backend.name, delegate=delegate.value,
-                             device=device.option if device else None, num_threads=threads, timeout=timeout)
-    except OSError as exc:
-        raise ModelError(f"cannot start a Python child process ({sys.executable!r}: {exc}) to try model "
-                         f"{path!r} in isolation; load it with isolate=False only if you trust the file.") from None
+    result = probe_model(data, backend=backend.name, delegate=delegate.value,
+                         device=device.option if device else None, num_threads=threads, timeout=timeout)
     if result.timed_out:
         raise ModelError(f"the TFLite interpreter did not load and run model {path!r} once within {timeout:g} s "
                          "(tried in a separate process, now stopped). The file is corrupt or malicious (e.g. a "
