@@ -264,11 +264,13 @@ def draw(frame: np.ndarray, result: Result, *, thickness: int = 2, copy: bool = 
         for row, c in enumerate(result):
             _text(out, f"{c.label} {c.score:.2f}", (8, 8 + row * int(30 * scale)), (255, 255, 255), scale)
         return out
-    for d in result:
+    track_ids = getattr(result, "track_ids", None)  # edgekit.track's TrackedDetections: "#7 part 0.91"
+    for i, d in enumerate(result):
         color = _color(d.id)[::-1] if bgr else _color(d.id)
         x1, y1, x2, y2 = (int(round(v)) for v in d.box)
         cv2.rectangle(out, (x1, y1), (max(x1, x2 - 1), max(y1, y2 - 1)), color, thickness)
-        _text(out, f"{d.label} {d.score:.2f}", (x1, y1), color, scale)
+        tag = f"#{int(track_ids[i])} " if track_ids is not None and track_ids[i] >= 0 else ""
+        _text(out, f"{tag}{d.label} {d.score:.2f}", (x1, y1), color, scale)
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from edgekit.commands._common import (
     delegate_arg,
@@ -33,13 +34,16 @@ from edgekit.commands._common import (
 from edgekit.contract import OutputFormat, detect_format
 from edgekit.errors import InputError, ModelError
 from edgekit.loop import Stream
-from edgekit.results import FrameResult
+from edgekit.results import Detections, FrameResult
 from edgekit.runtimes.model import inspect_model
 from edgekit.sinks import Sink
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
 from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
 from edgekit.sources import SourceKind, SourceSpec, VideoSource, parse_source
+
+if TYPE_CHECKING:
+    from edgekit.track import ByteTracker
 
 __all__ = ["register", "run"]
 
@@ -94,6 +98,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this long")
     p.add_argument("--json", action="store_true", help="one JSON object per processed frame on stdout")
+    p.add_argument("--track", action="store_true",
+                   help="follow objects across frames (ByteTrack): a track_id in every JSON detection, "
+                        "\"#id\" on --save/--show")
     p.add_argument("--save", metavar="OUT.avi", help="write the annotated video (MJPG .avi or mp4v .mp4)")
     p.add_argument("--show", action="store_true", help="show the annotated frames in a window")
     p.add_argument("--summary-json", metavar="FILE", help="write the run's figures to FILE as JSON")
@@ -116,6 +123,14 @@ def _source_spec(args: argparse.Namespace) -> SourceSpec:
                          f"{len(args.source)} paths including {next(s for s in specs if s.kind is not SourceKind.IMAGES)}")
     images = tuple(f for s in specs for f in s.images)
     return SourceSpec(SourceKind.IMAGES, f"{len(args.source)} paths", images=images)
+
+
+def _tracker(threshold: float) -> ByteTracker:
+    """ByteTrack on the boxes detect keeps (all at least --threshold): each can start or feed a track."""
+    from edgekit.track import ByteTracker, TrackerOptions
+
+    return ByteTracker(TrackerOptions(high_threshold=threshold, low_threshold=threshold,
+                                      new_track_threshold=threshold))
 
 
 def _is_classifier(path: str) -> bool:
@@ -253,8 +268,11 @@ def run(args: argparse.Namespace) -> int:
                                          performance=args.performance)
             bar = progress(source.frames or 0, "frames", args.quiet or not source.frames or spec.live
                            or any(isinstance(s, _TextSink) for s in sinks))
+            tracker = _tracker(args.threshold) if args.track else None
             with stream, _stop_on_signals(stream, received):
                 for result in stream:
+                    if tracker is not None and isinstance(result.result, Detections):
+                        result = dataclasses.replace(result, result=tracker.update(result.result).as_detections())
                     for sink in sinks:
                         sink.write(result)
                     bar.update()

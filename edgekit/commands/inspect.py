@@ -26,6 +26,7 @@ from edgekit.inspect.cell import Cell
 from edgekit.inspect.check import check_config
 from edgekit.inspect.config import load_config
 from edgekit.inspect.inspector import Decision
+from edgekit.inspect.parts import PartVerdict
 
 __all__ = ["register", "run"]
 
@@ -86,7 +87,15 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("edgekit").setLevel(logging.INFO)
     received: list[str] = []
 
-    def show(decision: Decision) -> None:
+    def show(decision: Decision | PartVerdict) -> None:
+        if isinstance(decision, PartVerdict):  # per-part mode
+            if args.json:
+                print(json.dumps({"kind": "part", **decision.to_dict()}), flush=True)
+            elif not args.quiet:
+                why = f"  {', '.join(decision.reasons)}" if decision.reasons else ""
+                print(f"part {decision.sequence} (track {decision.track_id}, frames {decision.first_frame}-"
+                      f"{decision.last_frame}): {decision.outcome.value}{why}", flush=True)
+            return
         if args.json:
             print(json.dumps(decision.to_payload()), flush=True)
         elif not args.quiet:

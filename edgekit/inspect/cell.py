@@ -29,6 +29,8 @@ from edgekit.inspect.metrics import Metrics
 from edgekit.inspect.systemd import Watchdog
 
 if TYPE_CHECKING:  # OpenCV and the loop load when a cell opens, not when edgekit.inspect is imported
+    from edgekit.inspect.parts import PartVerdict
+    from edgekit.inspect.perpart import PartsStage
     from edgekit.loop import LoopSummary
     from edgekit.results import FrameResult
     from edgekit.tasks import DetectorOptions
@@ -169,6 +171,13 @@ class Cell:
         labels = self.detector.labels
         cfg.check_labels(list(labels) if labels else None)  # no labels: the rules would count nothing
         self.inspector = stack.enter_context(Inspector.from_config(cfg))
+        self.parts: PartsStage | None = None  # per-part mode: one verdict per part at the line
+        self._per_frame = cfg.parts is None or bool(cfg.rules) or cfg.trigger.mode.value != "continuous"
+        if cfg.parts is not None:
+            from edgekit.inspect.perpart import PartsStage
+
+            cfg.parts.check_labels(list(labels) if labels else None)
+            self.parts = stack.enter_context(PartsStage(cfg.parts, self.events, self.metrics, cfg.state_dir))
 
     def _options(self) -> DetectorOptions:
         from edgekit.tasks import DetectorOptions
@@ -176,6 +185,8 @@ class Cell:
         cfg = self.config
         # The detector keeps what any rule may count; each rule then applies its own threshold.
         lowest = min([cfg.model.threshold, *(r.min_score for r in cfg.rules if r.min_score is not None)])
+        if cfg.parts is not None:  # ByteTrack keeps a part's track alive on its weak boxes too
+            lowest = min(lowest, cfg.parts.low_threshold)
         return DetectorOptions(model=cfg.model.path or "", labels=cfg.model.labels, delegate=cfg.model.delegate,
                                num_threads=cfg.model.threads, threshold=lowest, isolate=self.isolate)
 
@@ -214,9 +225,12 @@ class Cell:
             self.metrics.set_model(name, version, m.path, m.backend.name, m.delegate.value)
         return stream
 
-    def run(self, max_frames: int | None = None, duration: float | None = None) -> Iterator[Decision]:
+    def run(self, max_frames: int | None = None,
+            duration: float | None = None) -> Iterator[Decision | PartVerdict]:
         """Process frames until the source ends, a limit is reached or :meth:`stop` is called;
-        yields each decision as it is published (an event has been queued for the sinks).
+        yields each decision as it is published (an event has been queued for the sinks). In
+        per-part mode (a ``[parts]`` table) it yields each part's :class:`PartVerdict`, and
+        per-frame decisions only when rules or triggers ask for them.
 
         Iterate it to run the cell; :attr:`summary` holds the loop's figures afterwards.
 
@@ -238,9 +252,12 @@ class Cell:
                         h, w = result.frame.shape[:2]
                         self.config.check_frame(w, h)
                         checked_frame = True
+                    if self.parts is not None:
+                        yield from self.parts.process(result)
                     d = result.detections
-                    for decision in self.inspector.process(d.xyxy, d.labels, d.scores, frame=result.index,
-                                                           captured_at=result.capture_ts):
+                    decisions = self.inspector.process(d.xyxy, d.labels, d.scores, frame=result.index,
+                                                       captured_at=result.capture_ts) if self._per_frame else []
+                    for decision in decisions:
                         if self._publish(decision):
                             yield decision
                     self._observe(result, processed)

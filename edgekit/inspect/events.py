@@ -47,6 +47,8 @@ class EventKind(str, enum.Enum):
     MODEL_SWITCH = "model_switch"  # a new model version took over
     MODEL_REFUSED = "model_refused"  # a new version failed to load or its self-test; the old one runs on
     STATUS = "status"  # started, stopping, errors worth a dashboard's attention
+    PART = "part"  # one part's verdict where its track crossed the line (per-part mode)
+    REJECT = "reject"  # a reject signal to the PLC: written, retried, failed or dropped
 
 
 @dataclass(frozen=True)

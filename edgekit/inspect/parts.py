@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import difflib
 import enum
+import itertools
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -43,8 +44,9 @@ class Outcome(str, enum.Enum):
 class Evidence(str, enum.Enum):
     """How a defect's sightings over a part's track add up to a reason to fail it."""
 
-    FRAMES = "frames"  # seen (scoring at least defect_threshold) in at least min_frames frames
+    FRAMES = "frames"  # seen in at least min_frames frames
     SCORE = "score"  # its best score per frame adds up to at least min_score_sum
+    # (either way a sighting is a defect box scoring at least defect_threshold)
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class PartsOptions:
     min_frames: int = 2
     min_score_sum: float = 1.0
     part_threshold: float = 0.5  # parts above it start and feed tracks (ByteTrack's high threshold)
-    defect_threshold: float = 0.5  # frames mode: a defect sighting needs this score
+    defect_threshold: float = 0.5  # a defect sighting needs this score
     crop: bool = False  # keep the part's best frame as a JPEG in its verdict
     crop_quality: int = 90
     tracker: TrackerOptions | None = None  # default: ByteTrack's, with high_threshold = part_threshold
@@ -107,7 +109,7 @@ class DefectEvidence:
     """What was seen of one defect class on one part."""
 
     label: str
-    frames: int  # frames it was seen in (scoring at least defect_threshold in frames mode)
+    frames: int  # frames it was seen in (scoring at least defect_threshold)
     score_sum: float  # its best score per frame, added up
     max_score: float
     counted: bool  # enough evidence: a reason for FAIL
@@ -201,14 +203,16 @@ class PartInspector:
     Args:
         options: part and defect classes, evidence rule, crops.
         line: a :class:`~edgekit.track.CountingLine` or :class:`~edgekit.track.ZoneCrossing`.
-        first_sequence: the number of the first verdict (to continue across restarts).
+        numbering: gives each verdict its sequence number (default 1, 2, ...; the cell passes a
+            counter kept on disk, so the numbers go on across restarts).
     """
 
-    def __init__(self, options: PartsOptions, line: CountingLine | ZoneCrossing, *, first_sequence: int = 1) -> None:
+    def __init__(self, options: PartsOptions, line: CountingLine | ZoneCrossing, *,
+                 numbering: Callable[[], int] | None = None) -> None:
         self.options = options
         self.line = line
         self.tracker = ByteTracker(options.tracker_options())
-        self.next_sequence = first_sequence
+        self._numbering = numbering or itertools.count(1).__next__
         self._parts: dict[int, _Part] = {}
         self._part_set, self._defect_set = set(options.parts), set(options.defects)
 
@@ -277,15 +281,14 @@ class PartInspector:
     def _add_defects(self, defects: Detections, owners: np.ndarray) -> None:
         best: dict[tuple[int, str], float] = {}  # (part, defect label) -> best score this frame
         for tid, label, score in zip(owners.tolist(), defects.labels, defects.scores.tolist()):
-            if tid >= 0 and tid in self._parts:
+            if tid >= 0 and tid in self._parts and score >= self.options.defect_threshold:
                 best[(tid, label)] = max(best.get((tid, label), 0.0), score)
         for (tid, label), score in best.items():
             part = self._parts[tid]
             if part.judged:
                 continue
             ev = part.defects.setdefault(label, [0, 0.0, 0.0])
-            if self.options.evidence is Evidence.SCORE or score >= self.options.defect_threshold:
-                ev[0] += 1
+            ev[0] += 1
             ev[1] += score
             ev[2] = max(ev[2], score)
 
@@ -302,7 +305,7 @@ class PartInspector:
         reasons = tuple(e.label for e in evidence if e.counted)
         crop = _jpeg(part.crop, self.options.crop_quality) if part.crop is not None else None
         part.crop = None
-        seq, self.next_sequence = self.next_sequence, self.next_sequence + 1
+        seq = self._numbering()
         return PartVerdict(
             sequence=seq, track_id=tid, label=part.label, outcome=Outcome.FAIL if reasons else Outcome.PASS,
             reasons=reasons, defects=tuple(evidence), first_frame=part.first_frame, last_frame=part.last_frame,

@@ -14,7 +14,7 @@ Numpy only (SciPy solves the assignment when it is installed)::
 
 from __future__ import annotations
 
-from edgekit.track.bytetrack import ByteTracker, Track, Tracked, TrackerOptions, TrackState
+from edgekit.track.bytetrack import ByteTracker, Track, Tracked, TrackedDetections, TrackerOptions, TrackState
 from edgekit.track.line import Anchor, CountingLine, Crossing, Direction, ZoneCrossing, ZoneEvent
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "Track",
     "TrackState",
     "Tracked",
+    "TrackedDetections",
     "TrackerOptions",
     "ZoneCrossing",
     "ZoneEvent",

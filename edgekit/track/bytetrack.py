@@ -27,7 +27,7 @@ Numpy only (SciPy, when installed, solves the assignment)::
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -37,7 +37,7 @@ from edgekit.results import Detections
 from edgekit.track.assign import box_iou, linear_assignment
 from edgekit.track.kalman import KalmanXYAH, xyah_to_xyxy, xyxy_to_xyah
 
-__all__ = ["ByteTracker", "Track", "TrackerOptions", "TrackState", "Tracked"]
+__all__ = ["ByteTracker", "Track", "TrackedDetections", "TrackerOptions", "TrackState", "Tracked"]
 
 
 class TrackState(enum.Enum):
@@ -81,6 +81,29 @@ class TrackerOptions:
 
 
 @dataclass(frozen=True)
+class TrackedDetections(Detections):
+    """Detections that carry a track id per row (-1: not on a confirmed track): what
+    ``edgekit detect --track`` writes (``track_id`` in each JSON row) and draws ("#7 part 0.91")."""
+
+    track_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        ids = np.asarray(self.track_ids, dtype=np.int64).reshape(-1)
+        if len(ids) != len(self):
+            raise InputError(f"TrackedDetections expects one track id per detection: {len(self)} detections, "
+                             f"{len(ids)} track ids")
+        object.__setattr__(self, "track_ids", ids)
+
+    def to_list(self, ndigits: int = 2) -> list[dict[str, Any]]:
+        """JSON-ready detections, each with ``track_id`` (None when not on a confirmed track)."""
+        rows = super().to_list(ndigits)
+        for row, tid in zip(rows, self.track_ids.tolist()):
+            row["track_id"] = tid if tid >= 0 else None
+        return rows
+
+
+@dataclass(frozen=True)
 class Tracked:
     """One frame's detections with the id of the track each one belongs to (-1: none yet).
 
@@ -99,12 +122,14 @@ class Tracked:
         keep = self.track_ids >= 0
         return self if keep.all() else Tracked(self.detections[keep], self.track_ids[keep], self.ended)
 
+    def as_detections(self) -> TrackedDetections:
+        """The detections with their track ids, as one result (for sinks and :func:`edgekit.draw`)."""
+        d = self.detections
+        return TrackedDetections(d.xyxy, d.scores, d.class_ids, d.labels, self.track_ids)
+
     def to_list(self, ndigits: int = 2) -> list[dict[str, Any]]:
         """JSON-ready detections, each with ``track_id`` (None when not on a confirmed track)."""
-        rows = self.detections.to_list(ndigits)
-        for row, tid in zip(rows, self.track_ids.tolist()):
-            row["track_id"] = tid if tid >= 0 else None
-        return rows
+        return self.as_detections().to_list(ndigits)
 
 
 class Track(NamedTuple):

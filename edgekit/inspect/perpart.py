@@ -1,0 +1,156 @@
+"""Per-part mode inside a cell: tracking, verdicts, events, counters, crops and rejects, per frame.
+
+The :class:`PartsStage` takes each FrameResult from the cell's loop and returns the verdicts of
+the parts that crossed the line in it. Every verdict becomes a ``part`` event (through the cell's
+sinks, numbered on disk like every event), a count in ``edgekit_parts_total{verdict,reason}``,
+a best-frame JPEG under ``<state_dir>/crops`` (when ``crops = true``) and, for a FAIL, a reject
+for the PLC after its delay. The PLC's answers come back as ``reject`` events and
+``edgekit_rejects_total{result}``; an unreachable PLC is retried on the rejector's thread and
+never holds up the loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgekit.inspect.events import EventEmitter, EventKind, SequenceCounter
+from edgekit.inspect.parts import PartInspector, PartVerdict
+from edgekit.inspect.partsconfig import PartsConfig
+from edgekit.inspect.plc import GpioOutput, ModbusOutput, RejectOutput, Rejector, RejectReport, ReportKind
+
+if TYPE_CHECKING:
+    from edgekit.inspect.metrics import Metrics
+    from edgekit.results import FrameResult
+
+__all__ = ["PartsStage"]
+
+
+class _PartMetrics:
+    """The per-part series, registered on the cell's Prometheus registry."""
+
+    def __init__(self, metrics: Metrics, parts: PartsConfig) -> None:
+        from prometheus_client import Counter, Histogram
+
+        kw: dict[str, Any] = {"namespace": "edgekit", "registry": metrics.registry}
+        self.parts = Counter("parts", "Parts judged at the line, by verdict and reason", ["verdict", "reason"], **kw)
+        self.rejects = Counter("rejects", "Reject signals: written, retry, failed, dropped", ["result"], **kw)
+        self.latency = Histogram("reject_latency_seconds", "From the crossing frame's capture to the reject write",
+                                 buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), **kw)
+        self.parts.labels("PASS", "none")
+        for kind in ReportKind:
+            self.rejects.labels(kind.value)
+
+
+class PartsStage:
+    """Per-part verdicts for a cell (a context manager; see the module docstring).
+
+    Args:
+        parts: the config's per-part settings.
+        events: the cell's event emitter (``part`` and ``reject`` events go through it).
+        metrics: the cell's metrics, or None.
+        state_dir: where the part numbering (``parts.json``) and crops live.
+        outputs: reject outputs to use instead of the config's (tests, embedding apps).
+
+    Raises (when opened):
+        PlcError: the PLC cannot be reached or refuses the address (``check_at_start``).
+    """
+
+    def __init__(self, parts: PartsConfig, events: EventEmitter, metrics: Metrics | None, state_dir: str | Path,
+                 *, outputs: list[RejectOutput] | None = None) -> None:
+        self.config, self.events = parts, events
+        self.state_dir = Path(state_dir)
+        self.numbers = SequenceCounter(self.state_dir / "parts.json")
+        self.inspector = PartInspector(parts.options, parts.line, numbering=self.numbers.next)
+        self.metrics = _PartMetrics(metrics, parts) if metrics is not None else None
+        self.counts = {"PASS": 0, "FAIL": 0}
+        self.rejector: Rejector | None = None
+        self._outputs = outputs
+        self._checked_frame = False
+
+    def open(self) -> PartsStage:
+        plc = self.config.plc
+        outputs = self._outputs
+        if outputs is None and plc is not None:
+            outputs = []
+            try:
+                if plc.modbus is not None:
+                    outputs.append(ModbusOutput(plc.modbus))
+                if plc.gpio_pin is not None:
+                    outputs.append(GpioOutput(plc.gpio_pin, pulse=plc.gpio_pulse))
+            except BaseException:
+                for out in outputs:
+                    out.close()
+                raise
+        if outputs:
+            kw: dict[str, Any] = {} if plc is None else {
+                "delay": plc.delay, "retry_interval": plc.retry_interval, "give_up_after": plc.give_up_after,
+                "check": plc.check_at_start}
+            self.rejector = Rejector(outputs, on_report=self._on_report, **kw)
+            try:
+                self.rejector.start()
+            except BaseException:
+                self.rejector.close(timeout=1.0)
+                self.rejector = None
+                raise
+        return self
+
+    def process(self, result: FrameResult) -> list[PartVerdict]:
+        """Run one frame through the parts logic; returns the verdicts made in it (already published).
+
+        Raises:
+            ConfigError: the line lies outside the first frame.
+        """
+        image = result.frame_bgr
+        if not self._checked_frame and image is not None:
+            self.config.check_frame(image.shape[1], image.shape[0])
+            self._checked_frame = True
+        frame = self.inspector.update(result.detections, frame=result.index, timestamp=result.timestamp,
+                                      captured_at=result.capture_ts, image_bgr=image)
+        for verdict in frame.verdicts:
+            self._publish(verdict)
+        return list(frame.verdicts)
+
+    def _publish(self, verdict: PartVerdict) -> None:
+        payload = verdict.to_dict()
+        if verdict.crop_jpeg is not None:
+            payload["crop"] = self._save_crop(verdict)
+        if not verdict.passed and self.rejector is not None:
+            self.rejector.reject(verdict.sequence, verdict.track_id, verdict.captured_at)
+            payload["reject"] = "queued"
+        self.counts[verdict.outcome.value] += 1
+        if self.metrics is not None:
+            self.metrics.parts.labels(verdict.outcome.value, verdict.reason).inc()
+        self.events.emit(EventKind.PART, payload)
+
+    def _save_crop(self, verdict: PartVerdict) -> str | None:
+        folder = self.state_dir / "crops"
+        path = folder / f"part-{verdict.sequence:08d}-{verdict.outcome.value.lower()}.jpg"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(verdict.crop_jpeg or b"")
+        except OSError as exc:  # a full disk loses the picture, not the verdict
+            self.events.emit(EventKind.STATUS, {"state": "error", "component": "crops", "error": str(exc)})
+            return None
+        return str(path)
+
+    def _on_report(self, report: RejectReport) -> None:
+        """On the rejector's thread: every attempt and outcome becomes an event and a count."""
+        if self.metrics is not None:
+            self.metrics.rejects.labels(report.kind.value).inc()
+            if report.latency_ms is not None:
+                self.metrics.latency.observe(report.latency_ms / 1e3)
+        self.events.emit(EventKind.REJECT, report.to_dict())
+
+    def close(self) -> None:
+        """Send the rejects still due, stop the rejector, record the part numbering. Safe twice."""
+        if self.rejector is not None:
+            self.rejector.close()
+            self.rejector = None
+        self.numbers.close()
+
+    def __enter__(self) -> PartsStage:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
