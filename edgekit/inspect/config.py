@@ -26,9 +26,6 @@ from edgekit.sinks.mqtt import check_topic_part
 if TYPE_CHECKING:
     from edgekit.inspect.partsconfig import PartsConfig
 
-if TYPE_CHECKING:
-    from edgekit.inspect.partsconfig import PartsConfig
-
 __all__ = ["InspectionConfig", "SourceConfig", "ModelConfig", "TriggerConfig", "MetricsConfig",
            "SinksConfig", "load_config", "parse_config"]
 
@@ -96,7 +93,6 @@ class InspectionConfig:
     rules: tuple[Rule, ...] = ()
     sinks: SinksConfig = field(default_factory=SinksConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    parts: PartsConfig | None = None  # per-part mode: [parts], [line], [plc]
     parts: PartsConfig | None = None  # per-part mode: [parts], [line], [plc]
 
     def check_labels(self, labels: list[str] | None) -> None:
@@ -200,16 +196,6 @@ def _build(top: Table) -> InspectionConfig:
             except ConfigError as exc:
                 raise ConfigError(f"{zone.where}: {exc}") from None
     return config
-
-
-def _parts(top: Table, zones: tuple[Zone, ...]) -> PartsConfig | None:
-    if not any(top.has(key) for key in ("parts", "line", "plc")):
-        return None
-    from edgekit.inspect.partsconfig import parse_parts  # tracking loads only for per-part mode
-
-    src = top.data.get("source") if isinstance(top.data.get("source"), dict) else {}
-    frame = (src.get("width"), src.get("height"))
-    return parse_parts(top, zones, frame if all(isinstance(v, int) for v in frame) else None)
 
 
 def _parts(top: Table, zones: tuple[Zone, ...]) -> PartsConfig | None:
