@@ -21,9 +21,9 @@ from typing import Any
 import cv2
 import numpy as np
 
-from edgekit.contract.enums import ColorOrder, ResizeMode
-from edgekit.contract.spec import LETTERBOX_PAD, Normalization, Transform, plan_resize
-from edgekit.errors import InputError
+from edgekit.contract.enums import ColorOrder, Layout, ResizeMode
+from edgekit.contract.spec import LETTERBOX_PAD, Normalization, Transform, image_input, plan_resize
+from edgekit.errors import InputError, ModelError
 from edgekit.runtimes.model import TensorSpec
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "fit_into",
     "load_image",
     "to_input",
+    "write_channels_first",
 ]
 
 MAX_IMAGE_PIXELS = 100_000_000
@@ -219,16 +220,21 @@ def to_input(image: np.ndarray, spec: TensorSpec, norm: Normalization | None = N
     * float input: ``(pixel - 127.5) / 127.5``, the MobileNet convention ([-1, 1]);
     * int16 input: the MobileNet convention, quantized.
 
-    ``norm.color == BGR`` swaps the channels first.
+    ``norm.color == BGR`` swaps the channels first. A channels-first input (1, 3, H, W) gets
+    the same values transposed.
 
     Raises:
         InputError: the image size differs from the input's, or the input is not an image.
     """
     a = _check_image(image)
-    hw = _image_hw(spec)
+    hw, layout = _image_hw(spec)
     if a.shape[:2] != hw:
         raise InputError(f"input {spec.name!r} expects an image of {hw[1]}x{hw[0]} (shape {spec.shape}), "
                          f"got {a.shape[1]}x{a.shape[0]} {a.shape}. Resize it with fit() first.")
+    if layout is Layout.NCHW:
+        out = np.empty(spec.shape, dtype=spec.dtype)
+        write_channels_first(a, out, spec, norm)
+        return out
     dtype = np.dtype(spec.dtype)
     if norm is not None and norm.mean is not None and norm.std is not None:
         return np.ascontiguousarray(_real_to(norm.real(a), spec)).reshape(spec.shape)
@@ -254,10 +260,47 @@ def _real_to(real: np.ndarray, spec: TensorSpec) -> np.ndarray:
     return np.clip(np.round(real), info.min, info.max).astype(dtype)
 
 
-def _image_hw(spec: TensorSpec) -> tuple[int, int]:
-    shape = tuple(spec.shape)
-    if len(shape) == 4 and shape[0] == 1 and shape[3] == 3:
-        return shape[1], shape[2]
-    if len(shape) == 3 and shape[2] == 3:
-        return shape[0], shape[1]
-    raise InputError(f"input {spec.name!r} of shape {shape} is not an RGB image input (1, H, W, 3).")
+def _image_hw(spec: TensorSpec) -> tuple[tuple[int, int], Layout]:
+    try:
+        inp = image_input(spec)
+    except ModelError:
+        raise InputError(f"input {spec.name!r} of shape {tuple(spec.shape)} is not an RGB image input "
+                         "(1, H, W, 3) or (1, 3, H, W).") from None
+    return (inp.height, inp.width), inp.layout
+
+
+def write_channels_first(image: np.ndarray, target: np.ndarray, spec: TensorSpec, norm: Normalization | None = None,
+                         *, bgr: bool = False) -> None:
+    """Write a resized uint8 image (H, W, 3) into a channels-first input ``target`` ((1, 3, H, W)
+    or (3, H, W) of ``spec``'s dtype, e.g. ``model.input_view(0)``) one channel at a time: the
+    values :func:`to_input` gives, transposed, without a transposed copy of the image.
+
+    ``bgr``: the image is in OpenCV's BGR order (the channels are read swapped).
+
+    Raises:
+        InputError: the target is not (1, 3, H, W) or (3, H, W) of the image's size.
+    """
+    view = target[0] if target.ndim == 4 and target.shape[0] == 1 else target
+    if view.ndim != 3 or view.shape[0] != 3 or view.shape[1:] != image.shape[:2]:
+        raise InputError(f"expected a (1, 3, {image.shape[0]}, {image.shape[1]}) input for a "
+                         f"{image.shape[1]}x{image.shape[0]} image, got {target.shape}")
+    swap = bgr != (norm is not None and norm.color is ColorOrder.BGR)  # the model's channel c is the image's 2 - c
+    dtype = np.dtype(spec.dtype)
+    for c in range(3):
+        src = image[:, :, 2 - c if swap else c]
+        if norm is not None and norm.mean is not None and norm.std is not None:
+            if dtype == np.float32:  # straight into the tensor: the same float32 arithmetic as Normalization.real
+                np.subtract(src, np.float32(norm.mean[c]), out=view[c], dtype=np.float32)
+                np.divide(view[c], np.float32(norm.std[c]), out=view[c])
+            else:
+                real = (src.astype(np.float32) - np.float32(norm.mean[c])) / np.float32(norm.std[c])
+                view[c] = _real_to(real, spec)
+        elif dtype == np.uint8:
+            view[c] = src
+        elif dtype == np.int8:
+            np.subtract(src, 128, out=view[c], dtype=np.int16, casting="unsafe")
+        elif np.issubdtype(dtype, np.floating) or (spec.quantized and dtype == np.int16):
+            view[c] = _real_to((src.astype(np.float32) - np.float32(127.5)) / np.float32(127.5), spec)
+        else:
+            raise InputError(f"input {spec.name!r} is {dtype.name}; edgekit has no image convention for it. "
+                             "Give a Normalization (mean, std) or feed the array yourself.")

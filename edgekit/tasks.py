@@ -23,12 +23,12 @@ from typing import Any, Callable, Sequence, Union, overload
 import cv2
 import numpy as np
 
-from edgekit.contract import Decoder, Normalization, OutputFormat, ResizeMode, Transform, detect_format, \
-    make_decoder, resize_mode
+from edgekit.contract import Decoder, Layout, Normalization, OutputFormat, ResizeMode, Transform, detect_format, \
+    image_input, make_decoder, resize_mode
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, load_labels
 from edgekit.loop import LoopOptions, LoopSummary, Performance, Stream
-from edgekit.preprocess import fit, fit_into, to_input
+from edgekit.preprocess import fit, fit_into, to_input, write_channels_first
 from edgekit.results import Classes, Detections, FrameResult, Result
 from edgekit.runtimes.delegates import Delegate
 from edgekit.runtimes.model import Model, default_threads, load_model
@@ -90,16 +90,20 @@ class ModelEngine:
             raise ModelError(f"an image model has one input; {model.path!r} has {len(model.inputs)}: "
                              f"{', '.join(map(str, model.inputs))}")
         self.spec = spec = model.inputs[0]
-        shape = tuple(spec.shape)
-        if len(shape) != 4 or shape[0] != 1 or shape[3] != 3:
-            raise ModelError(f"model {model.path!r} takes {spec}; edgekit feeds images as (1, H, W, 3)")
-        self.size = (shape[2], shape[1])  # (width, height)
+        try:
+            self.input = image_input(spec, model.metadata)
+        except ModelError as exc:
+            raise ModelError(f"model {model.path!r} takes {spec}; edgekit feeds images as (1, H, W, 3) or "
+                             f"(1, 3, H, W) ({exc})") from None
+        self.size = self.input.size  # (width, height)
+        self.channels_first = self.input.layout is Layout.NCHW
+        self._scratch = threading.local()  # a channels-first model's resized frame, one per writing thread
         self.resize = resize
         self.labels = labels
         self.note = note  # for the user, e.g. labels that do not line up with the outputs
         self.norm = Normalization.from_metadata(model.metadata)
         # uint8 inputs take the pixels as they are, so they are resized straight into the tensor.
-        self.direct = np.dtype(spec.dtype) == np.uint8 and (
+        self.direct = not self.channels_first and np.dtype(spec.dtype) == np.uint8 and (
             self.norm is None or (self.norm.mean is None and self.norm.color.value == "RGB"))
         self.lock = threading.Lock()
         self._model = model
@@ -117,11 +121,21 @@ class ModelEngine:
         """Preprocess ``image`` into ``dest``, or straight into the input tensor when None.
 
         ``bgr``: the image is in OpenCV's BGR order; it is resized first and the channels of
-        the small result swapped, cheaper than converting the whole frame.
+        the small result swapped, cheaper than converting the whole frame. A channels-first
+        input (1, 3, H, W) gets the frame resized into a small buffer, then written channel
+        by channel (normalized, transposed) straight into the tensor.
 
         Raises:
             InputError: the image is not uint8 (H, W, 3).
         """
+        if self.channels_first:
+            target = self._model.input_view(0) if dest is None else dest
+            resized = getattr(self._scratch, "image", None)
+            if resized is None:
+                resized = self._scratch.image = np.empty((self.size[1], self.size[0], 3), np.uint8)
+            transform = fit_into(image, resized, self.resize)
+            write_channels_first(resized, target, self.spec, self.norm, bgr=bgr)
+            return transform
         if self.direct:
             target = self._model.input_view(0) if dest is None else dest
             transform = fit_into(image, target, self.resize)

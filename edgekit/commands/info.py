@@ -56,7 +56,22 @@ def info_dict(path: str) -> dict[str, Any]:
         d["backend"], d["backend_version"], d["backend_error"] = None, None, str(exc)
     # What Delegate.AUTO resolves to for this file.
     d["delegate"] = "edgetpu" if info.edgetpu_compiled else "xnnpack"
+    d["image_input"] = _image_input(info)
     return d
+
+
+def _image_input(info: Any) -> dict[str, Any] | None:
+    """Size and layout of the image edgekit feeds the model (None: not one image input)."""
+    from edgekit.contract import image_input
+    from edgekit.errors import ModelError
+
+    if len(info.inputs) != 1:
+        return None
+    try:
+        got = image_input(info.inputs[0], info.metadata)
+    except ModelError:
+        return None
+    return {"width": got.width, "height": got.height, "layout": got.layout.value}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +99,7 @@ def render(d: dict[str, Any]) -> str:
         ("edge tpu", "compiled (needs libedgetpu and an Edge TPU)" if d["edgetpu_compiled"] else "no"),
         ("custom ops", ", ".join(d["custom_ops"]) or "-"),
         ("would load", f"{backend}, delegate {d['delegate']}"),
+        ("image input", _layout_text(d.get("image_input"))),
         ("edgekit meta", _metadata_summary(d["metadata"])),
         ("other meta", ", ".join(d["other_metadata"]) or "-"),
     ]
@@ -100,6 +116,13 @@ def render(d: dict[str, Any]) -> str:
                 right=[False, True], indent="  ")
     parts.append(f"ops ({n_ops} in all)\n{ops}")
     return "\n\n".join(parts)
+
+
+def _layout_text(image: dict[str, Any] | None) -> str:
+    if not image:
+        return "- (not one RGB image input)"
+    order = "channels first, as PyTorch exports" if image["layout"] == "NCHW" else "channels last"
+    return f"{image['width']}x{image['height']} RGB, {image['layout']} ({order})"
 
 
 def _tensor_table(specs: list[dict[str, Any]]) -> str:

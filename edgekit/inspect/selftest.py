@@ -49,7 +49,9 @@ def golden_tensor(model: Model, x: np.ndarray) -> np.ndarray:
 
     meta = model.metadata or {}
     resize = str((meta.get("preprocessing") or {}).get("resize") or "stretch")
-    resized, _ = fit(image, (int(spec.shape[2]), int(spec.shape[1])), resize)
+    from edgekit.contract import image_input
+
+    resized, _ = fit(image, image_input(spec, meta).size, resize)  # (1, H, W, 3) or channels first
     return to_input(resized, spec, Normalization.from_metadata(meta))
 
 
