@@ -29,8 +29,10 @@ def test_quick_demo_runs_every_step(demo) -> None:
     for step in ("[1/7]", "[4/7]", "[7/7]"):
         assert step in proc.stderr  # progress shown throughout
     for name in ("detector.keras", "detector_float32.tflite", "belt.avi", "annotated.avi", "detections.jsonl",
-                 "detect_summary.json", "bench.json", "convert_int8.json", "verdicts.jsonl", "summary.md"):
+                 "detect_summary.json", "bench.json", "convert_int8.json", "convert_float32.json", "verdicts.jsonl",
+                 "inspection.toml", "summary.md"):
         assert (out / name).exists(), name
+    assert "training 100%" in proc.stderr and "45/45 steps" in proc.stderr and "ETA" in proc.stderr
 
 
 @pytest.mark.slow
@@ -69,7 +71,14 @@ def test_summary_reports_sizes_accuracy_and_verdicts(demo) -> None:
     assert sizes, text
     f32, q8 = (int(sizes.group(i).replace(",", "")) for i in (1, 2))
     assert q8 < 0.4 * f32  # int8 weights: about a quarter of float32
-    assert re.search(r"mAP@0.5 on the validation split \| 0\.\d+ \| 0\.\d+", text)
+    assert re.search(r"mAP@0.5 against the validation split's labels \| 0\.\d+ \| 0\.\d+", text)
     verdicts = [json.loads(x)["verdict"] for x in (out / "verdicts.jsonl").read_text().splitlines()]
     assert verdicts and set(verdicts) <= {"PASS", "FAIL"}
     assert f"PASS {verdicts.count('PASS')}, FAIL {verdicts.count('FAIL')}" in text
+    events = [json.loads(x) for f in (out / "events").glob("*.jsonl") for x in f.read_text().splitlines()]
+    assert sum(e["kind"] == "inspection" for e in events) == len(verdicts), "the cell published every decision"
+    # which measure the gate used, how the speed compares on this CPU, and the fixed training
+    report = json.loads((out / "convert_int8.json").read_text())
+    assert "What the gate measures: " in text and report["gate"]["reason"] in text
+    assert re.search(r"On this CPU \(.+\) int8 (runs [\d.]+x as fast as|is not faster than) float32", text)
+    assert "Training: 45 steps" in text

@@ -260,3 +260,48 @@ def test_predict_and_train_reject_wrong_images() -> None:
         train([_sample([], []), _sample([], [], size=192)])
     with pytest.raises(InputError, match="no training images"):
         train([])
+
+
+# ---- training by steps: the same model on any machine, sooner or later ---------------------------
+
+class _SlowClock:
+    """A machine where every look at the clock finds 1,000 more seconds gone."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1000.0
+        return self.now
+
+
+@pytest.mark.slow
+def test_training_runs_every_step_however_slow_the_machine(monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("tensorflow")
+    import importlib
+
+    from edgekit.demo.pipeline import DemoOptions
+
+    train_module = importlib.import_module("edgekit.demo.train")  # the package's `train` is the function
+
+    monkeypatch.setattr(train_module, "time", _SlowClock())
+    with caplog.at_level("INFO", logger="edgekit.demo.train"):
+        train_module.train(generate(48, seed=3), TrainConfig(steps=5, batch_size=16), progress=False)
+    assert "trained 5 of 5 steps" in caplog.text and "time limit" not in caplog.text
+    # The demo trains by steps only: 504 = 8 passes over its 2,000 images in batches of 32.
+    assert DemoOptions().train_steps == 504 and not hasattr(DemoOptions(), "time_limit")
+
+
+@pytest.mark.parametrize("config, images, steps", [
+    (TrainConfig(epochs=8, batch_size=32), 2000, 504),
+    (TrainConfig(steps=45), 480, 45),
+    (TrainConfig(steps=100, batch_size=32), 64, 100),  # more steps than one pass: the data is cycled
+])
+def test_total_steps(config: TrainConfig, images: int, steps: int) -> None:
+    assert config.total_steps(images) == steps
+
+
+def test_steps_must_be_positive() -> None:
+    with pytest.raises(InputError, match="steps must be >= 1"):
+        TrainConfig(steps=0)

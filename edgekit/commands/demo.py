@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
                     "Needs the convert extra (TensorFlow): pip install 'edgekit-tflite[convert]'.",
         formatter_class=HelpFormatter)
     p.add_argument("--out", default="edgekit-demo", metavar="DIR", help="folder for everything the demo writes")
-    p.add_argument("--quick", action="store_true", help="a reduced run (small data, few epochs): about a minute")
+    p.add_argument("--quick", action="store_true", help="a reduced run (small data, 45 training steps): about a minute")
     p.add_argument("--seed", type=int, default=0, help="seed for the data and the training")
     p.add_argument("--max-drop", type=float, default=None, metavar="POINTS",
                    help="mAP points int8 may lose against float (default 3; 25 with --quick, whose model is weak)")

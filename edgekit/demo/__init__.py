@@ -2,13 +2,13 @@
 
 Synthetic parts (flange discs, plates, L brackets) ride a conveyor; the labelled classes are
 ``part``, ``scratch``, ``dent`` and ``missing_hole``. A small YOLO-style Keras detector learns them
-in under two minutes on two CPU cores, and its .tflite output goes through the same decoder as any
+in about a minute and a half on two CPU cores, and its .tflite output goes through the same decoder as any
 YOLOv5 model (``edgekit.decode``)::
 
     from edgekit.demo import TrainConfig, evaluate, export_saved, generate, load_split, make_splits, train
 
     splits = make_splits("demo-data", n_train=2000, n_cal=200, n_val=300, seed=0)
-    model = train(splits.train, TrainConfig(time_limit=100))       # needs pip install 'edgekit-tflite[convert]'
+    model = train(splits.train, TrainConfig(steps=504))            # needs pip install 'edgekit-tflite[convert]'
     print(evaluate(model, load_split(splits.validation)))           # mAP@0.5 0.9.. (part, scratch, ...)
     export_saved(model, "demo-data/detector.keras")
 

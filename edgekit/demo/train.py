@@ -7,7 +7,8 @@ the positives and speeds training). Where objects compete for a cell the smaller
 
 Loss: objectness BCE over all cells, and on the positive cells class BCE, 2 x (1 - GIoU) and
 0.5 x L1 (in stride-8 cells) of the decoded box; each summed and divided by the number of positives.
-Training follows a warm-up + cosine learning rate driven by steps or by time, whichever runs out first.
+Training runs a fixed number of optimizer steps (``TrainConfig.steps``, or whole epochs), so it gives the same
+model on any machine, sooner or later; its learning rate follows a warm-up + cosine schedule over those steps.
 """
 
 from __future__ import annotations
@@ -34,9 +35,14 @@ __all__ = ["TrainConfig", "assign_targets", "detection_loss", "train", "evaluate
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How to train: epochs, batch, peak learning rate (cosine decay after a short warm-up), width, seed.
+    """How to train: steps (or epochs), batch, peak learning rate (cosine decay after a short warm-up),
+    width, seed.
 
-    ``time_limit`` (seconds) caps training time: the schedule then runs on time instead of steps.
+    ``steps``: optimizer steps in all (the data is cycled through as often as needed); None: ``epochs``
+    whole passes. Either way the result does not depend on the machine. ``time_limit`` (seconds)
+    additionally caps training time, the schedule then following whichever runs out first: a
+    bound for tests, at the price of a result that depends on the machine's speed (the demo never
+    sets it).
     """
 
     epochs: int = 8
@@ -44,11 +50,18 @@ class TrainConfig:
     learning_rate: float = 8e-3
     width: int = 32
     seed: int = 0
+    steps: int | None = None
     time_limit: float | None = None
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or not self.learning_rate > 0:
             raise InputError(f"epochs and batch_size must be >= 1 and learning_rate > 0, got {self}")
+        if self.steps is not None and self.steps < 1:
+            raise InputError(f"steps must be >= 1 (or None for whole epochs), got {self.steps}")
+
+    def total_steps(self, num_samples: int) -> int:
+        """The optimizer steps training runs on `num_samples` images."""
+        return self.steps if self.steps is not None else math.ceil(num_samples / self.batch_size) * self.epochs
 
 
 def assign_targets(boxes: np.ndarray, class_ids: np.ndarray, cfg: DetectorConfig) -> np.ndarray:
@@ -133,14 +146,14 @@ def _budget_callback(keras: Any, total_steps: int, config: TrainConfig, show: bo
     from tqdm.auto import tqdm
 
     class Budget(keras.callbacks.Callback):
-        """Drives the learning rate by progress = max(steps done, time used) and stops at 1.
-
-        Following whichever budget runs out first means a slow machine still ends on a fully decayed
-        learning rate instead of being cut off mid-schedule. Shows a tqdm bar (stderr).
+        """Drives the learning rate by progress = steps done / steps in all (or the time used, when a
+        time limit is set and further along) and stops at 1. Shows a tqdm bar with the ETA (stderr).
         """
 
         def on_train_begin(self, logs: Any = None) -> None:
-            self.bar = tqdm(total=total_steps, desc="train", unit="step", disable=not show, leave=False)
+            self.bar = tqdm(total=total_steps, desc="training", unit="step", disable=not show, leave=False,
+                            bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} steps "
+                                       "[{elapsed}, ETA {remaining}{postfix}]")
             self.start, self.step = start, 0  # time spent preparing counts against the budget too
 
         def progress(self) -> float:
@@ -172,8 +185,9 @@ def train(data: str | os.PathLike[str] | Sequence[Sample], config: TrainConfig =
           *, progress: bool = True) -> Any:
     """Train the demo detector on a split folder or a list of samples; returns the batch-1 inference model.
 
-    Runs ``config.epochs`` epochs, or fewer when ``config.time_limit`` seconds run out first (the
-    learning-rate schedule follows whichever budget is further along, so it always finishes decayed).
+    Runs ``config.steps`` optimizer steps (``config.epochs`` whole epochs when None), or fewer when a
+    ``config.time_limit`` runs out first (the learning-rate schedule follows whichever budget is
+    further along, so it always finishes decayed).
 
     Raises:
         InputError: no images, images that are not square or of mixed size, or a bad config.
@@ -194,10 +208,11 @@ def train(data: str | os.PathLike[str] | Sequence[Sample], config: TrainConfig =
     net = keras.Model(inp, raw)
     infer = build_model(cfg.num_classes, size, batch_size=1, width=cfg.width)
     net.set_weights(infer.get_weights())  # same bias initialisation as the inference twin
-    total = math.ceil(len(x) / config.batch_size) * config.epochs
+    total = config.total_steps(len(x))
+    epochs = math.ceil(total / math.ceil(len(x) / config.batch_size))  # the callback stops at `total`
     net.compile(optimizer=keras.optimizers.Adam(config.learning_rate), loss=detection_loss(cfg),
                 jit_compile=False)  # XLA is slower for this net on CPU (measured)
-    net.fit(x, y, batch_size=config.batch_size, epochs=config.epochs, shuffle=True, verbose=0,
+    net.fit(x, y, batch_size=config.batch_size, epochs=epochs, shuffle=True, verbose=0,
             callbacks=[_budget_callback(keras, total, config, progress, start)])
     infer.set_weights(net.get_weights())
     return infer

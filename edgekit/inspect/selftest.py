@@ -145,7 +145,7 @@ def compatible(new: Model, serving: Model) -> str | None:
 
 
 def _format(model: Model) -> str:
-    from edgekit.decode import detect_format
+    from edgekit.contract import detect_format
 
     try:
         return detect_format(model.outputs, model.metadata).value

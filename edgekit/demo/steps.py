@@ -1,0 +1,210 @@
+"""The steps of ``edgekit demo`` after training, each calling the library and returning typed results:
+:func:`edgekit.converters.convert`, the runtime's timing, :meth:`edgekit.Detector.stream` and the
+inspection :class:`edgekit.inspect.Cell`. Files are written from those results, never guessed."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from edgekit.commands.bench import BenchRow
+    from edgekit.converters import ConversionResult
+    from edgekit.demo.conveyor import VideoTruth
+    from edgekit.loop import LoopSummary
+
+__all__ = ["Conversions", "DetectRun", "InspectRun", "bench_models", "convert_models", "cpu_name", "detect_video",
+           "inspect_video", "write_inspection_config"]
+
+DEFECTS = ("scratch", "dent", "missing_hole")
+THRESHOLD = 0.4  # the detector's and the rules' score threshold on the belt video
+
+
+def cpu_name() -> str:
+    """The CPU's model name (for every figure the demo prints), or the machine type."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@dataclass(frozen=True)
+class Conversions:
+    float32: ConversionResult
+    int8: ConversionResult  # .output is the file written (OUT.FAILED-GATE.tflite when the gate failed)
+
+
+def convert_models(keras_path: Path, out: Path, splits: Any, *, max_drop: float, seed: int,
+                   quiet: bool) -> Conversions:
+    """float32 and int8 conversions of the demo detector, int8 checked against float with the gate;
+    each result's JSON report written beside the model (convert_float32.json, convert_int8.json).
+
+    Raises:
+        ConversionError: TensorFlow is missing or the converter failed.
+    """
+    from edgekit.converters import ConvertOptions, Mode, OutputFormat, Task, convert
+
+    base = ConvertOptions(seed=seed, labels=str(splits.labels), task=Task.DETECT, output_format=OutputFormat.YOLO,
+                          progress=not quiet)
+    data = dict(calibration=str(splits.calibration), validation=str(splits.validation))
+    f32 = convert(str(keras_path), out / "detector_float32.tflite", **data,
+                  options=_replace(base, mode=Mode.FLOAT32, diagnose=False))
+    q8 = convert(str(keras_path), out / "detector_int8.tflite", **data,
+                 options=_replace(base, mode=Mode.INT8, max_drop=max_drop, report_dir=out / "report"))
+    for result, name in ((f32, "convert_float32.json"), (q8, "convert_int8.json")):
+        (out / name).write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return Conversions(f32, q8)
+
+
+def _replace(options: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(options, **changes)
+
+
+def bench_models(paths: Sequence[Path], runs: int, out: Path) -> list[BenchRow]:
+    """Latency of each model on the default delegate (XNNPACK) and thread count, one row each,
+    run in turn and interleaved in rounds so that a busy moment does not fall on one model only;
+    written to bench.json.
+
+    Raises:
+        ModelError: a model does not load.
+    """
+    from edgekit.commands.bench import BenchRow, bench_one
+    from edgekit.runtimes import load_model
+
+    rounds = 5
+    rng = np.random.default_rng(0)
+    rows: dict[Path, list[BenchRow]] = {p: [] for p in paths}
+    models = [load_model(p, "auto") for p in paths]
+    try:
+        for _ in range(rounds):
+            for path, model in zip(paths, models):
+                rows[path].append(bench_one(model, "auto", max(runs // rounds, 3), 3, _NoBar(), rng))
+    finally:
+        for m in models:
+            m.close()
+    merged = [_merge(rows[p], p.name) for p in paths]
+    (out / "bench.json").write_text(json.dumps([r.to_dict() for r in merged], indent=2) + "\n", encoding="utf-8")
+    return merged
+
+
+def _merge(rows: list[BenchRow], name: str) -> BenchRow:
+    """One row per model: the median over the rounds of each latency figure."""
+    import dataclasses
+
+    keys = rows[0].latency_ms or {}
+    latency = {k: float(np.median([(r.latency_ms or {})[k] for r in rows])) for k in keys}
+    return dataclasses.replace(rows[0], latency_ms=latency, fps=1e3 / latency["mean"] if latency else None,
+                               notes=[f"model {name}", *rows[0].notes])
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class DetectRun:
+    summary: LoopSummary
+    video_map: float  # mAP@0.5 of the processed frames against the video's ground truth
+
+
+def detect_video(model: Path, video: Path, truth: VideoTruth, out: Path) -> DetectRun:
+    """The int8 detector on the belt video played as a camera (realtime): each result to
+    detections.jsonl and annotated.avi, the loop's figures to detect_summary.json.
+
+    Raises:
+        SourceError: the video cannot be read. ModelError: the model cannot run.
+    """
+    from edgekit.demo import CLASS_NAMES, mean_average_precision
+    from edgekit.sinks.jsonl import JsonlSink
+    from edgekit.sinks.video_writer import VideoWriterSink
+    from edgekit.tasks import Detector
+    from edgekit.video import VideoSource, parse_source
+
+    preds, truths = [], []
+    source = VideoSource(parse_source(str(video), realtime=True))
+    with Detector.create_from_model_path(model, threshold=THRESHOLD) as detector:
+        source.open()
+        sinks = [JsonlSink(out / "detections.jsonl"), VideoWriterSink(out / "annotated.avi", source.fps or 15.0)]
+        try:
+            stream = detector.stream(source)
+            with stream:
+                for result in stream:
+                    for sink in sinks:
+                        sink.write(result)
+                    if 0 <= result.index < len(truth.frames):
+                        preds.append(result.detections)
+                        truths.append(truth.frames[result.index])
+        finally:
+            for sink in sinks:
+                sink.close()
+            source.close()
+        summary = stream.summary
+        doc = {**summary.to_dict(), "model": str(model), "runtime": detector.model.describe()}
+    (out / "detect_summary.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    video_map = mean_average_precision(preds, truths, CLASS_NAMES).map if preds else math.nan
+    return DetectRun(summary, video_map)
+
+
+def write_inspection_config(out: Path, model: Path) -> Path:
+    """inspection.toml for the belt: no scratch, dent or missing hole may be seen."""
+    rules = "\n".join(f'[[rules]]\nlabel = "{d}"\nmax = 0\nmin_score = {THRESHOLD}\n' for d in DEFECTS)
+    text = f"""# Written by `edgekit demo`: no defect may be seen on the belt.
+device = "demo"
+state_dir = "state"
+
+[source]
+path = "belt.avi"
+realtime = true
+
+[model]
+path = "{model.name}"
+threshold = {THRESHOLD}
+
+[trigger]
+mode = "continuous"
+
+{rules}
+[sinks.jsonl]
+directory = "events"
+"""
+    path = out / "inspection.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True)
+class InspectRun:
+    passed: int  # frames judged PASS
+    failed: int  # frames judged FAIL
+    summary: LoopSummary | None
+
+
+def inspect_video(config_path: Path, out: Path) -> InspectRun:
+    """The inspection cell of `config_path` on the belt video: every decision to verdicts.jsonl
+    (and, through the cell's sinks, to events/).
+
+    Raises:
+        ConfigError: the config is wrong. ModelError, SourceError: as for the detector.
+    """
+    from edgekit.inspect import Cell, load_config
+
+    counts = {True: 0, False: 0}
+    with open(out / "verdicts.jsonl", "w", encoding="utf-8") as f, \
+            Cell.from_config(load_config(config_path)) as cell:
+        for decision in cell.run():
+            f.write(json.dumps(decision.to_payload(), separators=(",", ":")) + "\n")
+            if decision.passed is not None:
+                counts[decision.passed] += 1
+    return InspectRun(counts[True], counts[False], cell.summary)

@@ -1,0 +1,1 @@
+"""Tests of edgekit/demo/ (mirrors the source tree)."""
