@@ -230,7 +230,7 @@ class _Session:
                 result = q.quantize(calibration, enable_progress_report=False)
         except Exception as exc:  # noqa: BLE001
             raise _failed("quantization", exc) from None
-        model = bytes(result.quantized_model)
+        model = inline_buffers(bytes(result.quantized_model))
         if self.mode in (Mode.UINT8, Mode.EDGETPU):
             model = _uint8_io(model)
         return model
@@ -275,6 +275,31 @@ def _signature(model: bytes) -> tuple[str, str]:
     if len(inputs) != 1:
         raise ConversionError(f"signature {key!r} has {len(inputs)} inputs; edgekit converts single-input models")
     return key, inputs[0]
+
+
+def inline_buffers(model: bytes) -> bytes:
+    """The model with every tensor's data inside the flatbuffer.
+
+    ai-edge-quantizer writes models over 256 KB of weights with the data after the flatbuffer
+    (buffers by offset, the format meant for models over 2 GB); interpreters read both, but
+    metadata can only be added to a self-contained flatbuffer, and older runtimes (tflite-runtime
+    2.14 on a Pi) do not read offsets.
+    """
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    obj = schema.ModelT.InitFromPackedBuf(bytearray(model), 0)
+    moved = False
+    for buf in obj.buffers or []:
+        if buf.offset and buf.offset > 1 and buf.size:
+            buf.data = np.frombuffer(model, np.uint8, count=int(buf.size), offset=int(buf.offset)).copy()
+            buf.offset, buf.size = 0, 0
+            moved = True
+    if not moved:
+        return model
+    builder = flatbuffers.Builder(len(model) + 4096)
+    builder.Finish(obj.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
 
 
 def _uint8_io(model: bytes) -> bytes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,13 @@ from typing import Any
 import numpy as np
 
 from edgekit.contract.enums import Layout
-from edgekit.converters.source import SourceModel
+from edgekit.converters.source import PreprocessingHint, SourceModel
+from edgekit.converters.tflite_head import TFLiteReference, split_tflite_head
 from edgekit.errors import ConversionError, InputError, ModelError
 from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
 
-__all__ = ["FloatTFLiteSource", "load_float_tflite", "to_model_layout", "model_input_shape", "quantized_parts"]
+__all__ = ["FloatTFLiteSource", "load_float_tflite", "to_model_layout", "model_input_shape", "quantized_parts",
+           "exporter_hints"]
 
 _QUANTIZED_TYPES = ("int8", "uint8", "int16", "int4")
 
@@ -38,6 +41,12 @@ class FloatTFLiteSource(SourceModel):
     float_model: bytes = b""
     layout: Layout = Layout.NHWC
     model_shape: tuple[int, ...] = ()
+
+    def close(self) -> None:
+        """Release the reference interpreter and remove the temporary folder. Safe to call twice."""
+        if isinstance(self.reference, TFLiteReference):
+            self.reference.close()
+        super().close()
 
 
 def model_input_shape(src: SourceModel) -> tuple[int, ...]:
@@ -77,11 +86,14 @@ def quantized_parts(model: TFLiteFile) -> str | None:
     return None
 
 
-def load_float_tflite(path: Path, input_size: tuple[int, int] | None = None) -> FloatTFLiteSource:
+def load_float_tflite(path: Path, input_size: tuple[int, int] | None = None,
+                      split_head: bool = True) -> FloatTFLiteSource:
     """Read and check a float32 .tflite for quantization.
 
     Args:
         input_size: (width, height); only checked against the model's fixed size.
+        split_head: a YOLO output that concatenates boxes and scores becomes two outputs (each
+            with its own int8 scale); the file as given stays the float reference.
 
     Raises:
         InputError: the file is not a whole TFLite model, is already quantized or compiled
@@ -117,9 +129,63 @@ def load_float_tflite(path: Path, input_size: tuple[int, int] | None = None) -> 
     if input_size is not None and len(view) == 4 and (view[2], view[1]) != tuple(input_size):
         raise InputError(f"{label} takes {view[2]}x{view[1]} images; --input-size {input_size[0]}x{input_size[1]} "
                          "does not fit. A .tflite's size is fixed: drop the flag or re-export the model")
-    return FloatTFLiteSource(name=path.name, sha256=hashlib.sha256(data).hexdigest(), input_shape=view,
-                             input_dtype="float32", model_name=path.stem, float_model=_with_signature(data, parsed),
-                             layout=layout, model_shape=shape)
+    labels, hint = exporter_hints(data, parsed)
+    model = _with_signature(data, parsed)
+    src = FloatTFLiteSource(name=path.name, sha256=hashlib.sha256(data).hexdigest(), input_shape=view,
+                            input_dtype="float32", model_name=path.stem, float_model=model, layout=layout,
+                            model_shape=shape, labels=labels, preprocessing_hint=hint)
+    split = split_tflite_head(model, parse_tflite(model, label=label)) if split_head else None
+    if split is not None:
+        src._tmp = tempfile.TemporaryDirectory(prefix="edgekit-tflite-")
+        original = Path(src._tmp.name) / path.name
+        original.write_bytes(model)
+        src.float_model, src.head_split = split
+        src.reference = TFLiteReference(original, path.name)
+    return src
+
+
+def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | None, PreprocessingHint | None]:
+    """Class names and preprocessing the file states: edgekit's own metadata, or the metadata.json
+    Ultralytics' exporter appends in a zip (names by class id; its models take RGB / 255, letterboxed)."""
+    from edgekit.runtimes.metadata import read_metadata
+
+    try:
+        doc = read_metadata(data, parsed) or {}
+    except ModelError:
+        doc = {}
+    pre = doc.get("preprocessing") if isinstance(doc.get("preprocessing"), dict) else None
+    labels = doc.get("labels") if isinstance(doc.get("labels"), list) else None
+    if pre is not None and pre.get("mean") is not None and pre.get("std") is not None:
+        hint = PreprocessingHint(tuple(float(v) for v in pre["mean"]), tuple(float(v) for v in pre["std"]),
+                                 str(pre.get("resize", "stretch")), "the model's edgekit metadata")
+        return (tuple(map(str, labels)) if labels else None), hint
+    meta = _ultralytics_metadata(data)
+    if meta is None:
+        return None, None
+    names = meta.get("names")
+    if isinstance(names, dict):
+        try:
+            labels = [str(v) for _, v in sorted(((int(k), v) for k, v in names.items()))]
+        except ValueError:
+            labels = None
+    hint = PreprocessingHint((0.0,), (255.0,), "letterbox", "Ultralytics export metadata (RGB / 255, letterbox)")
+    return (tuple(labels) if labels else None), hint
+
+
+def _ultralytics_metadata(data: bytes) -> dict[str, Any] | None:
+    import io
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            doc = json.loads(zf.read("metadata.json"))
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError):
+        return None
+    if not isinstance(doc, dict) or "ultralytics" not in str(doc.get("author", "")).lower() + \
+            str(doc.get("description", "")).lower():
+        return None
+    return doc
 
 
 def _layout(shape: tuple[int, ...]) -> tuple[Layout, tuple[int, ...]]:

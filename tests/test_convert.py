@@ -358,7 +358,7 @@ def test_cli_bad_input_exits_2_with_one_line(trained: tuple[Any, Path], work: Pa
 
 @pytest.mark.parametrize(
     ("model", "message"),
-    [("missing.keras", "does not exist"), ("model.tflite", "already a TFLite model"), ("notes.txt", "not a Keras")],
+    [("missing.keras", "does not exist"), ("model.tflite", "too few for a TFLite model"), ("notes.txt", "not a Keras")],
 )
 def test_cli_refuses_what_is_not_a_model(tmp_path: Path, model: str, message: str,
                                          capfd: pytest.CaptureFixture[str]) -> None:
