@@ -333,3 +333,26 @@ def test_device_detections_of_the_split_head_are_what_the_gate_measured(detector
         truth, found = [fd.detect(im) for im in images], [qd.detect(im) for im in images]
     assert sum(len(t) for t in truth) > 0
     assert map50(truth, found) == pytest.approx(q.metrics.map50, abs=1e-9)
+
+
+def test_large_weights_come_back_self_contained(work: Path, data: dict[str, Path]) -> None:
+    """ai-edge-quantizer writes over 256 KB of weights after the flatbuffer (by offset); the file
+    edgekit writes holds them inside, with its metadata, and any interpreter reads it."""
+    tf = _tf()
+    import keras
+
+    from edgekit.runtimes import inspect_model
+    from edgekit.runtimes.tflite_file import parse_tflite
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((SIZE, SIZE, 3), batch_size=1, name="image")
+    h = keras.layers.Dense(96, activation="relu")(keras.layers.Flatten()(keras.layers.Rescaling(1 / 255)(inp)))
+    wide = _to_tflite(tf, keras.Model(inp, keras.layers.Dense(4, activation="softmax")(h)), work / "wide_float.tflite")
+    out = work / "wide_int8.tflite"
+    r = _convert(wide, out, data["cal"], validation=data["val"], mode="int8", diagnose=False)
+    assert r.size_bytes > 256 * 1024 and r.metadata["quantization"]["engine"] == "ai-edge-quantizer"
+    parsed = parse_tflite(out.read_bytes())
+    assert all(b.start + b.size <= len(out.read_bytes()) for b in parsed.buffers)
+    assert inspect_model(out).metadata["quantization"]["mode"] == "int8"
+    x = np.load(data["val"])["x"][:40]
+    assert np.mean(_run(wide, x).argmax(1) == _run(out, x).argmax(1)) >= 0.9
