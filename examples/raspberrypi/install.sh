@@ -220,6 +220,13 @@ distribution is edgekit-tflite" ;;
     # setgid folders: what the service and the operators create there belongs to the group.
     run install -d -m 2750 -o "$SERVICE_USER" -g "$SERVICE_USER" "$STATE"
     run install -d -m 2770 -o "$SERVICE_USER" -g "$SERVICE_USER" "$RUNDIR"
+    # /run is empty after a reboot: systemd-tmpfiles makes the folder again at boot, so the
+    # trigger file works for foreground runs before (or without) the service.
+    run install -d -m 0755 "$ROOT/etc/tmpfiles.d"
+    printf '+ echo "%s" > %s\n' "d $RUNDIR 2770 $SERVICE_USER $SERVICE_USER -" "$ROOT/etc/tmpfiles.d/edgekit.conf"
+    if [ "$DRY_RUN" = 0 ]; then
+        echo "d $RUNDIR 2770 $SERVICE_USER $SERVICE_USER -" > "$ROOT/etc/tmpfiles.d/edgekit.conf"
+    fi
 
     run "$PYTHON" -m venv --system-site-packages "$PREFIX/venv"
     local pip=("$PREFIX/venv/bin/python" -m pip --disable-pip-version-check)
@@ -231,8 +238,9 @@ distribution is edgekit-tflite" ;;
         run "${pip[@]}" install --no-deps "$PACKAGE"
         printf '+ %s\n' "pip install \$(requirements of the installed edgekit distribution without ai-edge-litert)"
         if [ "$DRY_RUN" = 0 ]; then
-            local reqs
-            mapfile -t reqs < <(requirements_without_litert "$PREFIX/venv/bin/python")
+            local listed reqs
+            listed="$(requirements_without_litert "$PREFIX/venv/bin/python")"  # set -e stops on a failure
+            mapfile -t reqs <<< "$listed"
             "${pip[@]}" install "${pins[@]}" "${reqs[@]}"
         fi
     else

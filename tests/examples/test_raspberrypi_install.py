@@ -198,6 +198,12 @@ def test_install_writes_prefix_user_and_groups_into_what_it_installs(installed: 
         assert stat.S_IMODE(st.st_mode) == mode, f"{path}: {oct(st.st_mode)}"
         assert run(["stat", "-c", "%U:%G", str(path)]).stdout.strip() == f"{SVC}:{SVC}"
     assert stat.S_IMODE((i.etc / "edgekit.env").stat().st_mode) == 0o600
+    tmpfiles = i.root / "etc/tmpfiles.d/edgekit.conf"
+    assert tmpfiles.read_text() == f"d {i.root}/run/edgekit 2770 {SVC} {SVC} -\n"
+    if shutil.which("systemd-tmpfiles"):  # what a reboot does to /run, and what boot makes again
+        shutil.rmtree(i.root / "run/edgekit")
+        assert run(["systemd-tmpfiles", "--create", str(tmpfiles)]).returncode == 0
+        assert stat.S_IMODE((i.root / "run/edgekit").stat().st_mode) == 0o2770
     assert SVC in run(["id", "-nG", OP]).stdout.split()
     assert {"video", "plugdev"} <= set(run(["id", "-nG", SVC]).stdout.split())
 
