@@ -1,4 +1,4 @@
-"""The MQTT sink's client seam: what it asks of the client, without a broker (tests/test_mqtt.py
+"""The MQTT sink's client seam: what it asks of the client, without a broker (tests/edgekit/sinks/test_mqtt.py
 proves the same options against a real mosquitto with a password file and a TLS listener)."""
 
 from __future__ import annotations

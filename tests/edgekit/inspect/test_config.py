@@ -15,7 +15,7 @@ from edgekit.errors import ConfigError, InputError
 from edgekit.inspect import (Anchor, Inspector, PublishMode, Rule, TriggerMode, Triggers, TriggerTimeout, Zone,
                              evaluate, load_config, parse_config)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 BASE = """\
 device = "cell-4"
