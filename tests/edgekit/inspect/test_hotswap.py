@@ -4,6 +4,7 @@ refused only for another task, output format or label set, each named."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -196,3 +197,57 @@ def test_a_frame_staged_for_the_old_input_is_preprocessed_again_for_the_new() ->
     assert results == [("v2", "v2-transform"), ("v2", "v2-transform")], "boxes map back through v2's resize"
     assert watcher.engines[1].calls == ["stage"]
     assert watcher.engines[2].calls == ["write", "infer", "stage", "load", "infer"]
+
+
+# --- the case a user met: a cell serving an int8 detector gets its float32 build --------------
+@pytest.mark.slow
+def test_a_cell_serving_int8_takes_the_float32_build_of_the_same_detector(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    cv2 = pytest.importorskip("cv2")
+    from edgekit.converters import ConvertOptions, convert
+    from edgekit.inspect import Cell, parse_config
+    from tests._tiny_models import yolo_head
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "cal").mkdir()
+    for i in range(16):
+        cv2.imwrite(str(tmp_path / "cal" / f"{i}.png"), rng.integers(0, 256, (32, 32, 3), dtype=np.uint8))
+    model = yolo_head(seed=2)
+    opts = ConvertOptions(task="detect", labels=("part", "scratch", "dent"), progress=False, diagnose=False)
+    q8 = convert(model, tmp_path / "int8.tflite", calibration=tmp_path / "cal", mode="int8", options=opts)
+    f32 = convert(model, tmp_path / "float.tflite", calibration=tmp_path / "cal", mode="float32", options=opts)
+    root = tmp_path / "models" / "det"
+    deploy(root, 1, q8.output)
+    video = tmp_path / "belt.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 30, (64, 64))
+    for _ in range(150):
+        writer.write(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8))
+    writer.release()
+    config = parse_config(f"""
+device = "cell-1"
+state_dir = "{tmp_path / 'state'}"
+[source]
+path = "{video}"
+realtime = true
+[model]
+dir = "{root}"
+threshold = 0.3
+poll_seconds = 0.05
+[[rules]]
+label = "scratch"
+max = 1000
+[sinks.jsonl]
+directory = "{tmp_path / 'events'}"
+""", base=tmp_path)
+    with Cell.from_config(config) as cell:
+        for decision in cell.run():
+            if decision.frame == 10:
+                deploy(root, 2, f32.output)
+    events = [json.loads(line) for f in sorted((tmp_path / "events").glob("*.jsonl"))
+              for line in f.read_text().splitlines()]
+    models = [(e["kind"], e["payload"].get("version")) for e in events if e["kind"].startswith("model")]
+    assert models == [("model_switch", 1), ("model_switch", 2)], models  # accepted, not refused
+    switch = next(e for e in events if e["kind"] == "model_switch" and e["payload"]["version"] == 2)
+    assert switch["payload"]["from"] == "det/1"
+    versions = [e["model_version"] for e in events if e["kind"] == "inspection"]
+    assert versions[0] == "det/1" and versions[-1] == "det/2" and versions == sorted(versions)
