@@ -3,7 +3,8 @@
 ::
 
     models/inspection/
-        golden/hopper.npy          inputs every version must run cleanly (the model's input shape)
+        golden/hopper.npy          inputs every version must run cleanly (RGB uint8 images, or
+                                   arrays of the model's input)
         1/model.tflite
         2/model.tflite
         2/golden/hopper.npz        optional: what version 2 must output for golden/hopper.npy

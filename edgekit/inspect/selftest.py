@@ -1,6 +1,7 @@
 """Self-tests for a model version before it may serve: golden inputs, expected outputs, fit.
 
-A model folder holds golden inputs (``golden/<case>.npy``, arrays of the model's input) that
+A model folder holds golden inputs (``golden/<case>.npy``: RGB uint8 images, preprocessed for
+each version's own input as the device would, or arrays of exactly the model's input) that
 every version must run cleanly, and a version may bring what it must output for them
 (``<version>/golden/<case>.npz``, written by :func:`write_expected_outputs` where the model
 was checked). :mod:`edgekit.inspect.modelwatch` runs these before switching to a new version.
