@@ -38,6 +38,10 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Delegate", "Model", "ModelInfo", "TensorSpec", "inspect_model", "load_model"),
                     "edgekit.runtimes"),
     **dict.fromkeys(("Classifier", "ClassifierOptions", "Detector", "DetectorOptions"), "edgekit.tasks"),
+    **dict.fromkeys(("PoseEstimator", "PoseEstimatorOptions", "Segmenter", "SegmenterOptions"),
+                    "edgekit.tasks_vision"),
+    **dict.fromkeys(("Region", "Segmentation"), "edgekit.segment"),
+    **dict.fromkeys(("Pose", "Poses"), "edgekit.contract.keypoints"),
 }
 _EXPORTS["ResizeMode"] = "edgekit.contract.enums"
 
@@ -59,7 +63,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from edgekit.preprocess import fit, fit_into, load_image, to_input
     from edgekit.results import Classes, Classification, Detection, Detections, FrameResult, draw
     from edgekit.runtimes import Delegate, Model, ModelInfo, TensorSpec, inspect_model, load_model
+    from edgekit.contract.keypoints import Pose, Poses
+    from edgekit.segment import Region, Segmentation
     from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
+    from edgekit.tasks_vision import PoseEstimator, PoseEstimatorOptions, Segmenter, SegmenterOptions
 
 
 def __getattr__(name: str) -> Any:
@@ -99,7 +106,15 @@ __all__ = [
     "ModelError",
     "ModelInfo",
     "Normalization",
+    "Pose",
+    "PoseEstimator",
+    "PoseEstimatorOptions",
+    "Poses",
+    "Region",
     "ResizeMode",
+    "Segmentation",
+    "Segmenter",
+    "SegmenterOptions",
     "SourceError",
     "TensorSpec",
     "Transform",

@@ -84,7 +84,7 @@ def build_parser() -> Parser:
 # process first (0.3-0.5 s), so a malicious or corrupt file ends in an error, not a segfault or a
 # hang of the process. `bench` does not: it measures init time. EDGEKIT_ISOLATE=0 turns it off.
 # The choice reaches the command as args.isolate, and from there load_model(isolate=...).
-ISOLATED_COMMANDS = frozenset({"classify", "detect", "inspect"})
+ISOLATED_COMMANDS = frozenset({"classify", "detect", "inspect", "segment", "pose"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,14 +6,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 
 from edgekit.contract.keypoints import Poses
+from edgekit.contract.segmentation import SegmentationMask
 from edgekit.errors import InputError
 from edgekit.results import _color
 
-__all__ = ["draw_poses"]
+__all__ = ["draw_poses", "draw_result"]
 
 
 def draw_poses(frame: np.ndarray, poses: Poses, *, threshold: float = 0.3, radius: int = 3, thickness: int = 2,
@@ -44,3 +47,19 @@ def draw_poses(frame: np.ndarray, poses: Poses, *, threshold: float = 0.3, radiu
             x1, y1, x2, y2 = (int(round(v)) for v in pose.box)
             cv2.rectangle(out, (x1, y1), (max(x1, x2 - 1), max(y1, y2 - 1)), color, 1)
     return out
+
+
+def draw_result(frame: np.ndarray, result: Any, *, copy: bool = True, bgr: bool = False) -> np.ndarray:
+    """Draw a segmentation (colored classes, regions) or poses (skeletons) on a frame; what
+    :func:`edgekit.draw` does for results that are not boxes or classes.
+
+    Raises:
+        InputError: the frame is not (H, W, 3) uint8, or edgekit cannot draw this result.
+    """
+    from edgekit.segment import Segmentation, draw_segmentation
+
+    if isinstance(result, (Segmentation, SegmentationMask)):
+        return draw_segmentation(frame, result, copy=copy, bgr=bgr)
+    if isinstance(result, Poses):
+        return draw_poses(frame, result, copy=copy, bgr=bgr)
+    raise InputError(f"edgekit draws Detections, Classes, Segmentation and Poses, not {type(result).__name__}")

@@ -228,9 +228,11 @@ class FrameResult:
         return self.result
 
     def to_dict(self) -> dict[str, Any]:
+        head = {"frame": self.index, "timestamp": round(self.timestamp, 6), "latency_ms": round(self.latency_ms, 3)}
+        if not isinstance(self.result, (Detections, Classes)):  # a segmentation or poses: their own keys
+            return {**head, **self.result.to_dict()}
         key = "detections" if isinstance(self.result, Detections) else "classes"
-        return {"frame": self.index, "timestamp": round(self.timestamp, 6),
-                "latency_ms": round(self.latency_ms, 3), key: self.result.to_list()}
+        return {**head, key: self.result.to_list()}
 
 
 # One color per class id, stable across frames (RGB; golden-ratio hues are far apart).
@@ -258,6 +260,10 @@ def draw(frame: np.ndarray, result: Result, *, thickness: int = 2, copy: bool = 
                          f"{getattr(frame, 'dtype', type(frame).__name__)} {np.shape(frame)}")
     import cv2
 
+    if not isinstance(result, (Detections, Classes)):  # masks and skeletons (edgekit.tasks_vision's results)
+        from edgekit.pose import draw_result
+
+        return draw_result(frame, result, copy=copy, bgr=bgr)
     out = frame.copy() if copy else frame
     scale = max(0.4, min(out.shape[:2]) / 900)
     if isinstance(result, Classes):

@@ -225,7 +225,9 @@ def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> M
 
 def _wrong_task(model: Model, fmt: OutputFormat, kind: str) -> str:
     shapes = [list(o.shape) for o in model.outputs]
-    other = "Classifier (`edgekit classify`)" if fmt is OutputFormat.CLASSES else "Detector (`edgekit detect`)"
+    other = {OutputFormat.CLASSES: "Classifier (`edgekit classify`)", OutputFormat.SEGMENTATION:
+             "Segmenter (`edgekit segment`)", OutputFormat.KEYPOINTS: "PoseEstimator (`edgekit pose`)"
+             }.get(fmt, "Detector (`edgekit detect`)")
     return f"model {model.path!r} is not a {kind} (its outputs {shapes} read as {fmt.value}); use {other}"
 
 
@@ -255,7 +257,7 @@ class _Task:
         self.options = options
         self.model = load_model(options.model, options.delegate, options.num_threads, isolate=options.isolate)
         try:
-            self._engine = make_engine(self.model, options)
+            self._engine = self._build_engine(self.model)
             self.warmup_ms = self._engine.warm_up(options.warmup)
         except BaseException:
             self.model.close()
@@ -263,6 +265,10 @@ class _Task:
         self._streams: list[Stream] = []
         self._workers: list[ModelEngine] | None = None  # for Performance.THROUGHPUT, made when first needed
         self._workers_lock = threading.Lock()
+
+    def _build_engine(self, model: Model) -> ModelEngine:
+        """The engine for ``model`` (a task of another kind, e.g. edgekit.tasks_vision's, builds its own)."""
+        return make_engine(model, self.options)
 
     @property
     def labels(self) -> list[str] | None:
@@ -342,7 +348,7 @@ class _Task:
                     for _ in range(THROUGHPUT_WORKERS):
                         # The file was checked (and tried in a child process, if asked) when the task loaded it.
                         model = load_model(self.model.path, self.model.delegate, threads, isolate=False)
-                        engines.append(make_engine(model, self.options))
+                        engines.append(self._build_engine(model))
                         engines[-1].warm_up(min(self.options.warmup, 2))
                 except BaseException:
                     for e in engines:

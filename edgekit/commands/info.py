@@ -56,6 +56,7 @@ def info_dict(path: str) -> dict[str, Any]:
         d["backend"], d["backend_version"], d["backend_error"] = None, None, str(exc)
     # What Delegate.AUTO resolves to for this file.
     d["delegate"] = "edgetpu" if info.edgetpu_compiled else "xnnpack"
+    d["reading"] = _reading(info)
     d["image_input"] = _image_input(info)
     return d
 
@@ -72,6 +73,19 @@ def _image_input(info: Any) -> dict[str, Any] | None:
     except ModelError:
         return None
     return {"width": got.width, "height": got.height, "layout": got.layout.value}
+
+
+def _reading(info: Any) -> dict[str, Any]:
+    """Which task and output format edgekit reads the model as, and why (or why it will not guess)."""
+    from edgekit.contract.readings import read_outputs
+    from edgekit.contract.recognize import task_of
+    from edgekit.errors import ModelError
+
+    try:
+        r = read_outputs(info.outputs, info.metadata, inputs=info.inputs, ops=info.ops)
+    except ModelError as exc:
+        return {"task": None, "output_format": None, "why": str(exc)}
+    return {"task": task_of(r.format).value, "output_format": r.format.value, "why": r.why}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,6 +113,7 @@ def render(d: dict[str, Any]) -> str:
         ("edge tpu", "compiled (needs libedgetpu and an Edge TPU)" if d["edgetpu_compiled"] else "no"),
         ("custom ops", ", ".join(d["custom_ops"]) or "-"),
         ("would load", f"{backend}, delegate {d['delegate']}"),
+        ("reads as", _reading_text(d.get("reading"))),
         ("image input", _layout_text(d.get("image_input"))),
         ("edgekit meta", _metadata_summary(d["metadata"])),
         ("other meta", ", ".join(d["other_metadata"]) or "-"),
@@ -123,6 +138,14 @@ def _layout_text(image: dict[str, Any] | None) -> str:
         return "- (not one RGB image input)"
     order = "channels first, as PyTorch exports" if image["layout"] == "NCHW" else "channels last"
     return f"{image['width']}x{image['height']} RGB, {image['layout']} ({order})"
+
+
+def _reading_text(r: dict[str, Any] | None) -> str:
+    if not r:
+        return "-"
+    if r["output_format"] is None:
+        return f"- ({r['why']})"
+    return f"{r['task']}, {r['output_format']} ({r['why']})"
 
 
 def _tensor_table(specs: list[dict[str, Any]]) -> str:

@@ -16,22 +16,22 @@ scores (``[1, N, C]``). Reading them needs the anchors, generated as MediaPipe's
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple
+from typing import Any, ClassVar, Mapping, NamedTuple
 
 import numpy as np
 
 from edgekit.contract._mapping import PixelMapping, normalized_points_to_source
+from edgekit.contract.enums import Choice, OutputFormat
 from edgekit.errors import InputError, ModelError
 
 __all__ = ["BoxCoding", "NmsAlgorithm", "SsdAnchorOptions", "AnchorDecodeOptions", "AnchorSpec", "AnchorDecoded",
            "ANCHOR_PRESETS", "generate_anchors", "decode_anchor_boxes", "anchor_scores", "suppress",
-           "decode_anchors"]
+           "decode_anchors", "AnchorDecoder", "anchor_decoder"]
 
 
-class BoxCoding(str, enum.Enum):
+class BoxCoding(Choice):
     """The order of a raw box (and keypoint) in the location tensor (MediaPipe's ``box_format``)."""
 
     YXHW = "yxhw"  # y_center, x_center, h, w; keypoints y, x (MediaPipe's default)
@@ -39,7 +39,7 @@ class BoxCoding(str, enum.Enum):
     XYXY = "xyxy"  # xmin, ymin, xmax, ymax as offsets from the anchor; keypoints x, y
 
 
-class NmsAlgorithm(str, enum.Enum):
+class NmsAlgorithm(Choice):
     PLAIN = "plain"  # keep the best box, drop those overlapping it
     WEIGHTED = "weighted"  # the best box becomes the score-weighted mean of those overlapping it
 
@@ -112,12 +112,8 @@ class AnchorDecodeOptions:
     max_results: int = 100
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "box_coding", BoxCoding(str(getattr(self.box_coding, "value", self.box_coding))))
-            object.__setattr__(self, "nms", NmsAlgorithm(str(getattr(self.nms, "value", self.nms))))
-        except ValueError as exc:
-            raise InputError(f"{exc}: box_coding is one of {[b.value for b in BoxCoding]}, nms one of "
-                             f"{[n.value for n in NmsAlgorithm]}") from None
+        object.__setattr__(self, "box_coding", BoxCoding.parse(self.box_coding))
+        object.__setattr__(self, "nms", NmsAlgorithm.parse(self.nms))
         if min(self.x_scale, self.y_scale, self.w_scale, self.h_scale) <= 0:
             raise InputError("x_scale, y_scale, w_scale and h_scale must be positive (the input size, for "
                              "MediaPipe's detectors)")
@@ -183,7 +179,7 @@ class AnchorSpec:
 
 
 def _plain(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.value if isinstance(v, enum.Enum) else list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
+    return {k: (v.value if isinstance(v, Choice) else list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
 
 
 def _build(kind: type, doc: Mapping[str, Any]) -> Any:
@@ -349,6 +345,9 @@ def decode_anchors(raw_boxes: np.ndarray, raw_scores: np.ndarray, spec: AnchorSp
     scores, ids = anchor_scores(s[0], o)
     keep = np.flatnonzero(scores >= (o.min_score_thresh if threshold is None else threshold))
     boxes, kps = decode_anchor_boxes(b[0, keep], anchors[keep], o)
+    # A prediction can decode to a negative or NaN size; MediaPipe drops those before NMS.
+    sane = (boxes[:, 2] >= boxes[:, 0]) & (boxes[:, 3] >= boxes[:, 1])
+    keep, boxes, kps = keep[sane], boxes[sane], kps[sane]
     # NMS per class on the normalized boxes, as MediaPipe does before projecting them.
     out_b, out_s, out_k, out_i = [], [], [], []
     for c in np.unique(ids[keep]):
@@ -383,3 +382,53 @@ ANCHOR_PRESETS: dict[str, AnchorSpec] = {
         AnchorDecodeOptions(192.0, 192.0, 192.0, 192.0, BoxCoding.XYWH, num_keypoints=7, score_clipping_thresh=100.0,
                             min_score_thresh=0.5)),  # 2016 anchors, 18 coords
 }
+
+
+@dataclass(frozen=True)
+class AnchorDecoder:
+    """A raw anchor model's two outputs -> :class:`~edgekit.results.Detections` in source pixels
+    (what :func:`edgekit.contract.make_decoder` gives for the ANCHORS format). The keypoints are
+    left out of Detections; :func:`decode_anchors` keeps them."""
+
+    spec: AnchorSpec
+    boxes_index: int = 0
+    scores_index: int = 1
+    labels: tuple[str, ...] = ()
+    threshold: float | None = None  # None: the spec's min_score_thresh
+
+    format: ClassVar[OutputFormat] = OutputFormat.ANCHORS
+
+    def __call__(self, outputs: Any, transform: PixelMapping) -> Any:
+        from edgekit.labels import label_for
+        from edgekit.results import Detections
+
+        d = decode_anchors(outputs[self.boxes_index], outputs[self.scores_index], self.spec, transform,
+                           threshold=self.threshold)
+        real = (d.xyxy[:, 2] > d.xyxy[:, 0]) & (d.xyxy[:, 3] > d.xyxy[:, 1])  # not wholly in the padding
+        ids = d.class_ids[real]
+        return Detections(d.xyxy[real], d.scores[real], ids, tuple(label_for(self.labels, int(i)) for i in ids))
+
+
+def anchor_decoder(outputs: Any, spec: AnchorSpec, *, labels: Any = (), threshold: float | None = None,
+                   iou_threshold: float | None = None, max_detections: int | None = None) -> AnchorDecoder:
+    """The decoder of a raw anchor model whose two ``outputs`` (tensor specs) fit ``spec``; the
+    box tensor is the one with more values per anchor. ``iou_threshold``/``max_detections``
+    override the spec's.
+
+    Raises:
+        ModelError: the outputs are not two [1, N, *] tensors with one row per anchor.
+    """
+    shapes = [tuple(int(d) for d in o.shape) for o in outputs]
+    n = len(spec.anchor_boxes)
+    if len(shapes) != 2 or any(len(s) != 3 or s[:2] != (1, n) for s in shapes):
+        raise ModelError(f"an anchor model has two outputs [1, {n}, 4+2K] and [1, {n}, C] for its {n} anchors; "
+                         f"this one has {[list(s) for s in shapes]}. Check its anchor options (`edgekit meta`).")
+    boxes = 0 if shapes[0][2] >= shapes[1][2] else 1
+    decode = spec.decode
+    if iou_threshold is not None:
+        decode = dataclasses.replace(decode, iou_threshold=iou_threshold)
+    if max_detections is not None:
+        decode = dataclasses.replace(decode, max_results=max_detections)
+    if decode is not spec.decode:
+        spec = AnchorSpec(spec.anchors, decode)
+    return AnchorDecoder(spec, boxes, 1 - boxes, tuple(labels or ()), threshold)

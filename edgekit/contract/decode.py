@@ -259,6 +259,16 @@ def make_decoder(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | No
         norm = det.get("normalized")
         return Decoder(fmt, labs, threshold, iou, max_detections, box_format=box,
                        normalized=None if norm is None else bool(norm), yolo=where)
+    if fmt is OutputFormat.ANCHORS:  # raw anchor-based SSD (MediaPipe): options from metadata or a preset
+        from edgekit.contract.anchors import anchor_decoder
+        from edgekit.contract.readings import anchor_spec, read_outputs
+
+        spec = anchor_spec(read_outputs(outputs, meta), meta)
+        return anchor_decoder(outputs, spec, labels=labs, threshold=threshold, iou_threshold=iou_threshold,
+                              max_detections=max_detections)  # type: ignore[return-value]
+    if fmt in (OutputFormat.SEGMENTATION, OutputFormat.KEYPOINTS):
+        other = "Segmenter (`edgekit segment`)" if fmt is OutputFormat.SEGMENTATION else "PoseEstimator (`edgekit pose`)"
+        raise ModelError(f"a {fmt.value} model gives no boxes or classes: read it with {other}")
     if len(outputs) != 1:
         raise ModelError(f"a {fmt.value} model has one output; this one has {len(outputs)}: "
                          f"{[list(o.shape) for o in outputs]}")

@@ -55,6 +55,8 @@ class Task(Choice):
 
     CLASSIFY = "classify"
     DETECT = "detect"
+    SEGMENT = "segment"  # the class of every pixel (edgekit.tasks_vision.Segmenter)
+    POSE = "pose"  # people's keypoints (edgekit.tasks_vision.PoseEstimator)
 
 
 class OutputFormat(Choice):
@@ -63,6 +65,9 @@ class OutputFormat(Choice):
     CLASSES = "classes"  # one score per class, [1, C]
     SSD = "ssd"  # TFLite_Detection_PostProcess: boxes, classes, scores, count
     YOLO = "yolo"  # raw head: [1, 4+C, N] or [1, N, 5+C], or boxes and scores as two outputs
+    SEGMENTATION = "segmentation"  # [1, H, W] class ids, or [1, H, W, C] / [1, H, W, 1] scores
+    KEYPOINTS = "keypoints"  # MoveNet: [1, 1, K, 3] single pose, [1, P, 56] multi pose
+    ANCHORS = "anchors"  # raw anchor-based SSD (MediaPipe): [1, N, 4+2K] boxes + [1, N, C] scores
 
 
 class BoxFormat(Choice):

@@ -15,12 +15,12 @@ Keypoints go back onto the frame through the preprocessing's transform, exactly 
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from edgekit.contract.enums import Choice
 from edgekit.contract._mapping import PixelMapping, normalized_points_to_source
 from edgekit.errors import InputError, ModelError
 
@@ -37,7 +37,7 @@ MULTI_KEYPOINTS = 17
 MULTI_WIDTH = MULTI_KEYPOINTS * 3 + 5  # 56
 
 
-class PoseLayout(str, enum.Enum):
+class PoseLayout(Choice):
     SINGLE = "single"  # [1, 1, K, 3]
     MULTI = "multi"  # [1, P, 56]
 
@@ -113,6 +113,10 @@ class Poses:
     def __getitem__(self, i: int) -> Pose:
         box = None if self.boxes is None else tuple(float(v) for v in self.boxes[i])
         return Pose(float(self.scores[i]), self.keypoints[i], self.keypoint_scores[i], box)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"poses": [...]}`` (see :meth:`to_list`)."""
+        return {"poses": self.to_list()}
 
     def to_list(self, ndigits: int = 2) -> list[dict[str, Any]]:
         """JSON-ready: ``[{"score", "box", "keypoints": [{"name", "x", "y", "score"}, ...]}, ...]``."""

@@ -43,7 +43,10 @@ def recognize_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] 
     SSD: four outputs, one (1, N, 4) and one with a single value (the count), or the
     ``TFLite_Detection_PostProcess`` op. YOLO: one output (1, A, B) with A and B at least 5,
     or two outputs, boxes (1, 4, N) and scores (1, C, N) (either transposed). CLASSES: one
-    output holding one row of scores ([1, C], [C], [1, 1, 1, C]; [1, 1] is one sigmoid).
+    output holding one row of scores ([1, C], [C], [1, 1, 1, C]; [1, 1] is one sigmoid). And
+    SEGMENTATION, KEYPOINTS, ANCHORS; integer outputs that are not quantized are ids, never
+    scores or boxes; a model that reads two ways equally well is None (see
+    :func:`edgekit.contract.readings.read_outputs`, which says why).
 
     Raises:
         ModelError: the metadata names a format edgekit does not read.
@@ -55,16 +58,14 @@ def recognize_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] 
         except ValueError:
             raise ModelError(f"the model's metadata has output_format {named!r}; edgekit reads "
                              f"{', '.join(f.value for f in OutputFormat)}") from None
-    shapes = _shapes(outputs)
-    if SSD_OP in set(ops) or (len(shapes) == 4 and sum(len(s) == 3 and s[-1] == 4 for s in shapes) == 1
-                              and sum(int(np.prod(s)) == 1 for s in shapes) == 1):
-        return OutputFormat.SSD
-    if (len(shapes) == 1 and len(shapes[0]) == 3 and min(shapes[0][1:]) >= 5) or _split_pair(shapes):
-        return OutputFormat.YOLO
-    if len(shapes) == 1 and len(shapes[0]) >= 1 and (int(np.prod(shapes[0])) == max(shapes[0]) > 1
-                                                    or (len(shapes[0]) == 2 and shapes[0][0] == 1)):
-        return OutputFormat.CLASSES  # one row of scores ([1, 1]: one sigmoid)
-    return None
+    # Shapes, types (integers that are not quantized are ids, never YOLO scores) and sizes are
+    # weighed in edgekit.contract.readings; a model that reads two ways is no format here.
+    from edgekit.contract.readings import read_outputs
+
+    try:
+        return read_outputs(outputs, metadata, ops=ops).format
+    except ModelError:
+        return None
 
 
 def detect_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None = None, *,
@@ -73,21 +74,19 @@ def detect_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | N
 
     Raises:
         ModelError: the metadata names an unknown format, or the outputs match none.
+        AmbiguousOutputsError: (a ModelError) the outputs read two ways equally well.
     """
-    fmt = recognize_format(outputs, metadata, ops=ops)
-    if fmt is None:
-        raise ModelError(f"cannot tell how to read this model's outputs {[list(s) for s in _shapes(outputs)]}: "
-                         "edgekit reads SSD (boxes, classes, scores, count), raw YOLO ([1, 4+C, N] or "
-                         "[1, N, 5+C], or boxes [1, 4, N] and scores [1, C, N]) and classification ([1, C]). "
-                         "Set \"output_format\" in the edgekit metadata (`edgekit convert` writes it).")
-    return fmt
+    from edgekit.contract.readings import read_outputs  # says why: no reading fits, or two do
+
+    return read_outputs(outputs, metadata, ops=ops).format
 
 
 def task_of(fmt: OutputFormat | None) -> Task | None:
     """The task a format serves (None for None)."""
     if fmt is None:
         return None
-    return Task.CLASSIFY if fmt is OutputFormat.CLASSES else Task.DETECT
+    return {OutputFormat.CLASSES: Task.CLASSIFY, OutputFormat.SEGMENTATION: Task.SEGMENT,
+            OutputFormat.KEYPOINTS: Task.POSE}.get(fmt, Task.DETECT)
 
 
 def ssd_order(outputs: Sequence[TensorLike]) -> tuple[int, int, int, int]:

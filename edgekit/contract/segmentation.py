@@ -20,12 +20,12 @@ Connected regions (boxes and areas per blob) need OpenCV and live in :mod:`edgek
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+from edgekit.contract.enums import Choice
 from edgekit.contract._mapping import PixelMapping, source_grid_indices
 from edgekit.errors import InputError, ModelError
 
@@ -38,7 +38,7 @@ MIN_MAP_SIDE = 8
 MAX_SEG_CLASSES = 1024
 
 
-class SegmentationLayout(str, enum.Enum):
+class SegmentationLayout(Choice):
     CLASS_MAP = "class_map"  # [1, H, W] integers: the arg-max is inside the model
     SCORES = "scores"  # [1, H, W, C], C >= 2: a score per class
     FOREGROUND = "foreground"  # [1, H, W, 1] real values: one foreground score per pixel

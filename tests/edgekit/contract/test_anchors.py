@@ -258,7 +258,7 @@ def test_metadata_round_trip_and_errors():
         AnchorSpec.from_metadata({"anchors": bad})
     with pytest.raises(ModelError, match="num_layers|stride"):
         AnchorSpec.from_dict({"ssd": dict(doc["ssd"], num_layers=3), "decode": doc["decode"]})
-    with pytest.raises(InputError, match="box_coding"):
+    with pytest.raises(InputError, match="box coding .cxcy."):
         AnchorDecodeOptions(1, 1, 1, 1, box_coding="cxcy")
 
 
