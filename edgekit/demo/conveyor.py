@@ -69,7 +69,7 @@ class VideoTruth:
 
 
 def _schedule(rng: np.random.Generator, n_frames: int, speed: float, size: int,
-              scale: float) -> list[tuple[Sprite, float, int]]:
+              scale: float, gap: tuple[float, float] = (0.1, 0.45)) -> list[tuple[Sprite, float, int]]:
     """Parts with their belt position at frame 0 (x of the left edge) and row; spaced with gaps."""
     top, bottom = belt_rows(size, scale)
     parts, x = [], size * 0.55  # the first part is already in view at frame 0
@@ -80,7 +80,7 @@ def _schedule(rng: np.random.Generator, n_frames: int, speed: float, size: int,
         x -= w
         y = int(rng.integers(top - 2, max(top - 1, bottom - h + 3)))
         parts.append((sprite, x, y))
-        x -= rng.uniform(0.1, 0.45) * size
+        x -= rng.uniform(*gap) * size
     return parts
 
 
@@ -100,11 +100,13 @@ def _place_parts(canvas: np.ndarray, parts: list[tuple[Sprite, float, int]], tra
 
 
 def make_video(path: str | os.PathLike[str], n_frames: int = 300, fps: float = 15.0, seed: int = 0,
-               size: int = 320, speed: float | None = None) -> VideoTruth:
+               size: int = 320, speed: float | None = None,
+               gap: tuple[float, float] = (0.1, 0.45)) -> VideoTruth:
     """Write an MJPG .avi of parts passing left to right on the belt; return the truth for every frame.
 
     ``size`` is the square frame side (the same scene as a ``size``-pixel still image); ``speed`` is in
-    pixels per frame (default: a part crosses the frame in about 4 seconds).
+    pixels per frame (default: a part crosses the frame in about 4 seconds); ``gap`` the range the
+    space between two parts is drawn from, in frame widths (``(0, 0)``: parts touching).
 
     Raises:
         InputError: bad arguments (path not .avi, too few frames, fps or size out of range).
@@ -122,7 +124,7 @@ def make_video(path: str | os.PathLike[str], n_frames: int = 300, fps: float = 1
     period = size * 2
     belt = belt_texture(rng, size, period, scale)
     light = random_lighting(rng, size, scale)
-    parts = _schedule(rng, n_frames, speed, size, scale)
+    parts = _schedule(rng, n_frames, speed, size, scale, gap)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"MJPG"), float(fps), (size, size))
     if not writer.isOpened():

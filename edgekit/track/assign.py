@@ -91,7 +91,15 @@ def linear_assignment(cost: np.ndarray, thresh: float) -> tuple[np.ndarray, np.n
     if cost.size == 0:
         return np.empty((0, 2), dtype=np.int64), np.arange(n), np.arange(m)
     clipped = np.where(cost > thresh, thresh + 1e-4, cost)
-    rows, cols = _SOLVE(clipped)
+    if n == 1 or m == 1:  # one row or one column: the cheapest entry (no solver needed)
+        k = int(np.argmin(clipped))
+        rows, cols = np.array([k // m]), np.array([k % m])
+    else:
+        rows, cols = _SOLVE(clipped)
     keep = clipped[rows, cols] <= thresh
-    matches = np.stack([rows[keep], cols[keep]], axis=1).astype(np.int64)
-    return (matches, np.setdiff1d(np.arange(n), matches[:, 0]), np.setdiff1d(np.arange(m), matches[:, 1]))
+    matches = np.empty((int(keep.sum()), 2), dtype=np.int64)
+    matches[:, 0], matches[:, 1] = rows[keep], cols[keep]
+    free_rows, free_cols = np.ones(n, dtype=bool), np.ones(m, dtype=bool)
+    free_rows[matches[:, 0]] = False
+    free_cols[matches[:, 1]] = False
+    return matches, np.flatnonzero(free_rows), np.flatnonzero(free_cols)

@@ -148,8 +148,8 @@ class _Track:
     __slots__ = ("mean", "cov", "score", "state", "activated", "key", "track_id", "frame", "start", "streak",
                  "det")
 
-    def __init__(self, box: np.ndarray, score: float, det: int) -> None:
-        self.mean: np.ndarray = xyxy_to_xyah(box)
+    def __init__(self, xyah: np.ndarray, score: float, det: int) -> None:
+        self.mean: np.ndarray = xyah
         self.cov: np.ndarray | None = None
         self.score, self.det = score, det
         self.state, self.activated = TrackState.NEW, False
@@ -198,10 +198,10 @@ class ByteTracker:
             raise InputError(f"ByteTracker.update expects edgekit Detections, got {type(detections).__name__}")
         o = self.options
         self._frame += 1
-        boxes, scores = detections.xyxy.astype(np.float64), detections.scores.astype(np.float64)
-        high = [_Track(boxes[i], float(scores[i]), i) for i in np.nonzero(scores > o.high_threshold)[0]]
-        low = [_Track(boxes[i], float(scores[i]), i)
-               for i in np.nonzero((scores > o.low_threshold) & (scores < o.high_threshold))[0]]
+        xyah, scores = xyxy_to_xyah(detections.xyxy), detections.scores.tolist()
+        high = [_Track(xyah[i], scores[i], i) for i in np.flatnonzero(detections.scores > o.high_threshold).tolist()]
+        low = [_Track(xyah[i], scores[i], i) for i in np.flatnonzero(
+            (detections.scores > o.low_threshold) & (detections.scores < o.high_threshold)).tolist()]
         for t in self._tracked + self._lost:
             t.det = -1
         unconfirmed = [t for t in self._tracked if not t.activated]
@@ -299,7 +299,7 @@ class ByteTracker:
 
 
 def _boxes(tracks: list[_Track]) -> np.ndarray:
-    return np.array([t.box for t in tracks]).reshape(-1, 4)
+    return xyah_to_xyxy(np.array([t.mean[:4] for t in tracks]).reshape(-1, 4))
 
 
 def _iou_cost(tracks: list[_Track], dets: list[_Track]) -> np.ndarray:

@@ -1,0 +1,123 @@
+"""Per-part verdicts against a belt's ground truth: the count, the verdicts, a Markdown table.
+
+For ``edgekit demo`` (its belt video knows every part and its defects) and ``benchmarks/parts.py``::
+
+    truth = crossing_truth(video_truth.frames, part_class=0, line_x=160, defects=defects_by_part)
+    score = score_parts(verdicts, truth)
+    print(score.count_error, score.right, score.markdown())
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from edgekit.inspect.parts import PartVerdict
+
+__all__ = ["PartRow", "PartsScore", "TruePart", "crossing_truth", "parts_tables", "score_parts"]
+
+
+@dataclass(frozen=True)
+class TruePart:
+    """A part of the ground truth: its id in the scene, its defects (none: good) and the frame its
+    box centre crossed the line."""
+
+    part_id: int
+    defects: tuple[str, ...]
+    crossed_frame: int
+
+    @property
+    def passed(self) -> bool:
+        return not self.defects
+
+
+@dataclass(frozen=True)
+class PartRow:
+    """One row of the table: the n-th part to cross, as judged and as it truly was."""
+
+    n: int
+    verdict: PartVerdict | None
+    truth: TruePart | None
+
+    @property
+    def right(self) -> bool:
+        return self.verdict is not None and self.truth is not None and self.verdict.passed == self.truth.passed
+
+
+@dataclass(frozen=True)
+class PartsScore:
+    """Verdicts paired with the truth in crossing order."""
+
+    rows: tuple[PartRow, ...]
+    counted: int
+    expected: int
+
+    @property
+    def count_error(self) -> int:
+        return self.counted - self.expected
+
+    @property
+    def right(self) -> int:
+        """Parts whose PASS/FAIL matches the truth."""
+        return sum(r.right for r in self.rows)
+
+    @property
+    def accuracy(self) -> float:
+        return self.right / self.expected if self.expected else 1.0
+
+    @property
+    def exact(self) -> bool:
+        return self.count_error == 0 and self.right == self.expected
+
+    def markdown(self) -> str:
+        """The per-part table and a closing line, for summary.md."""
+        lines = ["| # | track | frames | verdict | reasons | truth | |", "|---|---|---|---|---|---|---|"]
+        for r in self.rows:
+            v, t = r.verdict, r.truth
+            judged = ("-", "-", "(not counted)", "") if v is None else (
+                str(v.track_id), f"{v.first_frame}-{v.last_frame}", v.outcome.value, ", ".join(v.reasons))
+            true = "(no such part)" if t is None else ("PASS" if t.passed else "FAIL " + ", ".join(t.defects))
+            lines.append(f"| {r.n} | {judged[0]} | {judged[1]} | {judged[2]} | {judged[3]} | {true} | "
+                         f"{'ok' if r.right else '**wrong**'} |")
+        lines.append("")
+        lines.append(f"{self.counted} parts counted of {self.expected} (count error {self.count_error:+d}); "
+                     f"{self.right} of {self.expected} verdicts right.")
+        return "\n".join(lines)
+
+
+def score_parts(verdicts: Sequence[PartVerdict], truth: Sequence[TruePart]) -> PartsScore:
+    """Pair the n-th verdict with the n-th true part to cross (both in crossing order)."""
+    n = max(len(verdicts), len(truth))
+    rows = tuple(PartRow(i + 1, verdicts[i] if i < len(verdicts) else None, truth[i] if i < len(truth) else None)
+                 for i in range(n))
+    return PartsScore(rows, len(verdicts), len(truth))
+
+
+def crossing_truth(frames: Sequence[Any], *, part_class: int, line_x: float,
+                   defects: Mapping[int, Sequence[str]]) -> list[TruePart]:
+    """The parts whose box centre crosses ``x = line_x`` left to right, in crossing order.
+
+    ``frames``: per frame, an object with ``boxes`` (K, 4) xyxy, ``class_ids`` (K,) and ``part_ids`` (K,)
+    (``edgekit.demo.conveyor.FrameTruth``); ``defects``: each part id's defect labels.
+    """
+    side: dict[int, bool] = {}
+    crossed: dict[int, int] = {}
+    for t, f in enumerate(frames):
+        boxes, ids, owners = np.asarray(f.boxes), np.asarray(f.class_ids), np.asarray(f.part_ids)
+        for box, pid in zip(boxes[ids == part_class], owners[ids == part_class].tolist()):
+            right = (box[0] + box[2]) / 2 > line_x
+            if side.get(pid) is False and right and pid not in crossed:
+                crossed[pid] = t
+            side[pid] = bool(right)
+    return [TruePart(pid, tuple(defects.get(pid, ())), t) for pid, t in sorted(crossed.items(), key=lambda kv: kv[1])]
+
+
+def parts_tables(width: int, height: int, *, classes: Sequence[str] = ("part",),
+                 defects: Sequence[str] = ("scratch", "dent", "missing_hole"), min_frames: int = 2) -> str:
+    """TOML for per-part mode on a belt running left to right, judged at the frame's middle (what
+    ``edgekit demo`` adds to its inspection config)."""
+    x = width // 2
+    return (f'\n[parts]\nclasses = {list(classes)!r}\ndefects = {list(defects)!r}\nmin_frames = {min_frames}\n'
+            f'\n[line]\nstart = [{x}, 0]\nend = [{x}, {height}]\ndirection = "left_to_right"\n').replace("'", '"')
