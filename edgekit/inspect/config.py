@@ -273,7 +273,7 @@ def _is_polygon(v: list[Any]) -> bool:
 
 
 def _rule(t: Table, zones: set[str]) -> Rule:
-    t.allow("label", "zone", "count", "min", "max", "min_score")
+    t.allow("label", "zone", "count", "min", "max", "min_score", "min_area")
     label = t.get("label", str, expect="the label to count, e.g. 'screw'")
     zone = t.get("zone", str, None, check=lambda v: v in zones,
                  expect=f"a zone defined in [[zones]] ({', '.join(sorted(zones)) or 'none defined'})")
@@ -286,8 +286,9 @@ def _rule(t: Table, zones: set[str]) -> Rule:
     if lo is not None and hi is not None and lo > hi:
         raise t.error("min", f"min {lo} is above max {hi}")
     min_score = t.get("min_score", float, None, check=lambda v: 0 <= v <= 1, expect="a number in 0..1")
+    min_area = t.get("min_area", float, None, check=lambda v: v >= 0, expect="pixels, a number >= 0")
     return Rule(label, zone, count if count is not None else lo, count if count is not None else hi,
-                min_score, where=t.where())
+                min_score, where=t.where(), min_area=min_area)
 
 
 def _trigger(t: Table) -> TriggerConfig:

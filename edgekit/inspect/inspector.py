@@ -87,9 +87,11 @@ class Inspector:
         return cls(config.zones, config.rules, threshold=config.model.threshold, mode=t.mode,
                    triggers=triggers, publish=t.publish)
 
-    def check(self, boxes: Any, labels: Sequence[str], scores: Any = None) -> Verdict:
-        """The verdict for one frame's detections, whatever the mode (pure)."""
-        return evaluate(boxes, labels, self.zones, self.rules, scores=scores, threshold=self.threshold)
+    def check(self, boxes: Any, labels: Sequence[str], scores: Any = None, areas: Any = None) -> Verdict:
+        """The verdict for one frame's detections (or a segmentation's regions, with their pixel
+        ``areas``), whatever the mode (pure)."""
+        return evaluate(boxes, labels, self.zones, self.rules, scores=scores, threshold=self.threshold,
+                        areas=areas)
 
     def trigger(self, trigger_id: str | None = None) -> TriggerRequest:
         """Ask for the verdict of the next frame captured from now (on-demand mode).

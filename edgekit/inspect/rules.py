@@ -119,6 +119,7 @@ class Rule:
     max: int | None = None
     min_score: float | None = None  # overrides the threshold for this rule
     where: str = ""
+    min_area: float | None = None  # count only boxes or regions of at least this many pixels
 
     def __post_init__(self) -> None:
         at = f" ({self.where})" if self.where else ""
@@ -129,6 +130,8 @@ class Rule:
                 raise ConfigError(f"rule for {self.label!r}{at}: {name} must be >= 0, got {v}")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ConfigError(f"rule for {self.label!r}{at}: min {self.min} is above max {self.max}")
+        if self.min_area is not None and self.min_area < 0:
+            raise ConfigError(f"rule for {self.label!r}{at}: min_area must be >= 0, got {self.min_area}")
 
     def allows(self, count: int) -> bool:
         return (self.min is None or count >= self.min) and (self.max is None or count <= self.max)
@@ -143,7 +146,8 @@ class Rule:
             want = f">= {self.min}"
         else:
             want = f"in {self.min}..{self.max}"
-        return f"count({self.label}) {where} {want}"
+        size = f" with area >= {self.min_area:g} px" if self.min_area is not None else ""
+        return f"count({self.label}{size}) {where} {want}"
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,7 @@ class Verdict:
 
 
 def evaluate(boxes: Any, labels: Sequence[str], zones: Iterable[Zone], rules: Iterable[Rule], *,
-             scores: Any = None, threshold: float = 0.0) -> Verdict:
+             scores: Any = None, threshold: float = 0.0, areas: Any = None) -> Verdict:
     """Apply count rules to one frame's detections.
 
     Args:
@@ -187,6 +191,8 @@ def evaluate(boxes: Any, labels: Sequence[str], zones: Iterable[Zone], rules: It
         rules: the rules; the verdict passes when all pass (no rules: PASS).
         scores: N scores, or None to count every detection.
         threshold: detections scoring below it are not counted (a rule's min_score overrides).
+        areas: N areas in pixels for rules with min_area (a segmentation's regions give their
+            pixel counts, e.g. ``[r.area for r in seg.regions]``), or None: the boxes' areas.
 
     Raises:
         InputError: boxes, labels and scores disagree in shape or length.
@@ -202,11 +208,17 @@ def evaluate(boxes: Any, labels: Sequence[str], zones: Iterable[Zone], rules: It
     if not len(b) == len(lab) == len(s):
         raise InputError(f"boxes, labels and scores must have one entry per detection; got {len(b)} boxes, "
                          f"{len(lab)} labels, {len(s)} scores")
+    a = (np.maximum(b[:, 2] - b[:, 0], 0) * np.maximum(b[:, 3] - b[:, 1], 0) if areas is None
+         else np.asarray(areas, dtype=np.float64).reshape(-1))
+    if len(a) != len(b):
+        raise InputError(f"areas must have one entry per detection; got {len(a)} areas for {len(b)} boxes")
     by_name = {z.name: z for z in zones}
     in_zone: dict[str, np.ndarray] = {}
     results = []
     for rule in rules:
         mask = (lab == rule.label) & (s >= (rule.min_score if rule.min_score is not None else threshold))
+        if rule.min_area is not None:
+            mask &= a >= rule.min_area
         if rule.zone is not None:
             if rule.zone not in by_name:
                 raise ConfigError(f"rule {rule.describe()!r} names zone {rule.zone!r}, which is not defined; "
