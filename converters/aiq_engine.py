@@ -170,10 +170,18 @@ class _Session:
             q.load_quantization_recipe(self.recipes.dynamic_wi8_afp32())
         elif mode is Mode.WEIGHT_ONLY:
             q.load_quantization_recipe(self.recipes.weight_only_wi8_afp32())
+        elif mode is Mode.FLOAT16:  # float16 weights cast back to float32 before each op
+            qt = self.qtyping
+            half = qt.OpQuantizationConfig(
+                weight_tensor_config=qt.TensorQuantizationConfig(num_bits=16, dtype=qt.TensorDataType.FLOAT),
+                compute_precision=qt.ComputePrecision.FLOAT, explicit_dequantize=True)
+            q.update_quantization_recipe(".*", ops.ALL_SUPPORTED, half, algorithm_key=self.algo.FLOAT_CASTING)
         else:
-            raise ConversionError(f"ai-edge-quantizer gives modes int8, uint8, int8-float-io, int16x8, dynamic and "
-                                  f"weight-only, not {mode.value!r}")
+            raise ConversionError(f"ai-edge-quantizer gives modes float16, dynamic, weight-only, int8, uint8, "
+                                  f"int8-float-io and int16x8, not {mode.value!r}")
         if self.recipe.int16:
+            if mode is Mode.EDGETPU:
+                raise InputError("the Edge TPU does not run int16 activations: drop --int16, or use --mode int8")
             if mode not in _STATIC:
                 raise InputError(f"--int16 gives layers int16 activations in a calibrated mode; mode {mode.value!r} "
                                  "has float activations. Use --mode int8")
