@@ -5,7 +5,7 @@ signal waits ``delay`` seconds (camera-to-ejector distance over belt speed, :fun
 the crossing frame's capture time. Outputs:
 
 - :class:`ModbusOutput`: a Modbus TCP coil (set, then cleared after ``pulse`` seconds) or holding
-  register (written ``value``, then 0) through pymodbus (``pip install pymodbus``);
+  register (written ``value``, then 0) through pymodbus (the ``plc`` extra);
 - :class:`GpioOutput`: a pulse on a GPIO pin through gpiozero (on a Raspberry Pi).
 
 The :class:`Rejector` runs them on its own thread from a queue, so the detection loop never waits
@@ -79,7 +79,8 @@ class ModbusTarget:
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Register(self.kind))
         if not 0 <= self.address <= MAX_ADDRESS:
-            raise ConfigError(f"{self.kind.value} {self.address} is out of range: Modbus addresses are 0..{MAX_ADDRESS}")
+            raise ConfigError(f"{self.kind.value} {self.address} is out of range: Modbus addresses are "
+                              f"0..{MAX_ADDRESS}")
         if not 0 < self.port < 65536 or not 0 <= self.unit <= 247 or not 0 <= self.value <= 65535:
             raise ConfigError(f"Modbus port must be 1..65535, unit 0..247 and value 0..65535; got {self.port}, "
                               f"{self.unit}, {self.value}")
@@ -112,7 +113,7 @@ class ModbusOutput:
         try:
             from pymodbus.client import ModbusTcpClient
         except ImportError:
-            raise PlcError("Modbus rejects need pymodbus: pip install 'pymodbus>=3.8'") from None
+            raise PlcError("Modbus rejects need pymodbus: pip install 'edgekit-tflite[plc]'") from None
         self.target, self.name, self.pulse = target, target.describe(), target.pulse
         self._client = ModbusTcpClient(target.host, port=target.port, timeout=target.timeout, retries=0)
 
@@ -172,8 +173,8 @@ class GpioOutput:
         try:
             from gpiozero import DigitalOutputDevice
         except ImportError:
-            raise PlcError("GPIO rejects need gpiozero: pip install gpiozero (preinstalled on Raspberry Pi OS)") \
-                from None
+            raise PlcError("GPIO rejects need gpiozero: pip install 'edgekit-tflite[gpio]' (Raspberry Pi OS has "
+                           "it)") from None
         try:
             self.device = DigitalOutputDevice(pin, active_high=active_high, initial_value=False,
                                               pin_factory=pin_factory)

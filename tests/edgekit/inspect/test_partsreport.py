@@ -56,6 +56,8 @@ def test_score_and_table_show_misses_and_wrong_verdicts():
 def test_parts_tables_is_a_valid_config_section(tmp_path: Path):
     from edgekit.inspect.config import parse_config
 
-    text = f'[source]\npath = "belt.avi"\nwidth = 320\nheight = 320\n[model]\npath = "m.tflite"\n{parts_tables(320, 320)}'
+    head = '[source]\npath = "belt.avi"\nwidth = 320\nheight = 320\n[model]\npath = "m.tflite"\n'
+    text = head + parts_tables(320, 320)
     cfg = parse_config(text, base=tmp_path)
-    assert cfg.parts.options.defects == ("scratch", "dent", "missing_hole") and cfg.parts.line.start.tolist() == [160, 0]
+    assert cfg.parts.options.defects == ("scratch", "dent", "missing_hole")
+    assert cfg.parts.line.start.tolist() == [160, 0]
