@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from edgekit.contract.anchors import ANCHOR_PRESETS, decode_anchors  # noqa: E402
 from edgekit.contract.keypoints import decode_poses  # noqa: E402
-from edgekit.contract.segmentation import decode_segmentation  # noqa: E402
+from edgekit.contract.segmentation import SegmentationMask, decode_segmentation  # noqa: E402
 from edgekit.preprocess import ResizeMode, fit  # noqa: E402
 from edgekit.runtimes import load_model  # noqa: E402
 from edgekit.segment import draw_segmentation, find_regions, segmentation_of  # noqa: E402
@@ -50,6 +50,15 @@ def _blobs(h: int, w: int, c: int, rng: np.random.Generator) -> np.ndarray:
     return cv2.resize(coarse, (w, h), interpolation=cv2.INTER_CUBIC)[None]
 
 
+def _defects(rng: np.random.Generator) -> SegmentationMask:
+    """A 640x480 mask as an inspection segmenter gives: mostly background, a few scratches and stains."""
+    m = np.zeros(FRAME_HW, np.int32)
+    for _ in range(12):
+        y, x = rng.integers(0, FRAME_HW[0] - 20), rng.integers(0, FRAME_HW[1] - 40)
+        m[y:y + rng.integers(2, 20), x:x + rng.integers(5, 40)] = rng.integers(1, 3)
+    return SegmentationMask(m, ("background", "scratch", "stain"))
+
+
 def _anchor_outputs(preset: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     spec = ANCHOR_PRESETS[preset]
     n, coords = len(spec.anchor_boxes), spec.decode.num_coords
@@ -67,6 +76,7 @@ def decoders(rng: np.random.Generator) -> dict[str, Callable[[], Any]]:
     small = _blobs(257, 257, 21, rng)
     mask = decode_segmentation(small, lb[257])
     seg = segmentation_of(mask)
+    defects = _defects(rng)
     single = rng.uniform(0, 1, (1, 1, 17, 3)).astype(np.float32)
     multi = rng.uniform(0, 1, (1, 6, 56)).astype(np.float32)
     face, palm = _anchor_outputs("face-short-range", rng), _anchor_outputs("palm", rng)
@@ -74,7 +84,8 @@ def decoders(rng: np.random.Generator) -> dict[str, Callable[[], Any]]:
         "segmentation scores [1,513,513,21]": lambda: decode_segmentation(deeplab, lb[513]),
         "segmentation arg-max map int64 [1,513,513]": lambda: decode_segmentation(deeplab_map, lb[513]),
         "segmentation scores [1,257,257,21]": lambda: decode_segmentation(small, lb[257]),
-        "  + regions (connected components)": lambda: find_regions(mask),
+        "  + regions, 21 classes present (connected components)": lambda: find_regions(mask),
+        "regions, background + 2 defect classes": lambda: find_regions(defects),
         "  + overlay drawing": lambda: draw_segmentation(frame, seg),
         "pose single [1,1,17,3]": lambda: decode_poses(single, lb[192]),
         "pose multi [1,6,56]": lambda: decode_poses(multi, lb[257], threshold=0.0),
