@@ -65,6 +65,7 @@ class PartsOptions:
     min_score_sum: float = 1.0
     part_threshold: float = 0.5  # parts above it start and feed tracks (ByteTrack's high threshold)
     defect_threshold: float = 0.5  # a defect sighting needs this score
+    drop_merged: bool = True  # drop a part box that holds two other part boxes (touching parts seen as one)
     crop: bool = False  # keep the part's best frame as a JPEG in its verdict
     crop_quality: int = 90
     tracker: TrackerOptions | None = None  # default: ByteTrack's, with high_threshold = part_threshold
@@ -228,6 +229,8 @@ class PartInspector:
         is_part = np.array([lab in self._part_set for lab in labels], dtype=bool).reshape(-1)
         is_defect = np.array([lab in self._defect_set for lab in labels], dtype=bool).reshape(-1)
         parts, defects = detections[is_part], detections[is_defect]
+        if self.options.drop_merged and len(parts) > 2:
+            parts = parts[~_merged(parts.xyxy)]
         tracked = self.tracker.update(parts)
         owners = self._owners(parts, tracked.track_ids, defects)
         for i, tid in enumerate(tracked.track_ids.tolist()):
@@ -312,6 +315,19 @@ class PartInspector:
             frames_seen=part.frames, first_seen=part.first_seen, last_seen=part.last_seen, crossed_frame=frame,
             crossed_at=timestamp, captured_at=captured_at, line=self.line.name, box=part.box,
             best_frame=part.best_frame, best_score=part.best_score, crop_jpeg=crop)
+
+
+def _merged(boxes: np.ndarray) -> np.ndarray:
+    """(N,) bool: boxes holding most (70 %) of two or more other boxes: parts lying side by side on a
+    belt cannot overlap like that, so such a box is two touching parts seen as one."""
+    b = boxes.astype(np.float64)
+    tl = np.maximum(b[:, None, :2], b[None, :, :2])
+    br = np.minimum(b[:, None, 2:], b[None, :, 2:])
+    inter = np.prod(np.clip(br - tl, 0, None), axis=2)
+    area = np.prod(np.clip(b[:, 2:] - b[:, :2], 1e-9, None), axis=1)
+    held = inter / area[None, :] >= 0.7  # held[i, j]: box i holds most of box j
+    np.fill_diagonal(held, False)
+    return held.sum(axis=1) >= 2
 
 
 def _inside(box: tuple[float, ...], shape: tuple[int, ...]) -> bool:

@@ -113,3 +113,17 @@ def test_defect_class_not_in_the_model():
                                           r"Did you mean 'scratch'\?"):
         options.check_labels(["part", "scratch"])
     PartsOptions(parts=("part",), defects=("scratch",)).check_labels(["part", "scratch"])
+
+
+@pytest.mark.parametrize("drop_merged, counted", [(True, 2), (False, 3)])
+def test_a_box_around_two_touching_parts_is_not_a_third_part(drop_merged, counted):
+    """Detectors now and then see two touching parts as one more box around both."""
+    options = PartsOptions(parts=("part",), defects=("dent",), drop_merged=drop_merged)
+    inspector = PartInspector(options, CountingLine((300, 0), (300, 200), direction="left_to_right"))
+    verdicts = []
+    for t in range(60):
+        x = 8 * t
+        dets = Detections([[x, 20, x + 80, 100], [x + 80, 20, x + 160, 100], [x + 2, 18, x + 158, 102]],
+                          [0.9, 0.9, 0.8], [0, 0, 0], ("part",) * 3)
+        verdicts += inspector.update(dets, frame=t, timestamp=t, captured_at=t).verdicts
+    assert len(verdicts) == counted
