@@ -25,7 +25,7 @@ from edgekit.contract.recognize import SSD_OP, _split_pair, task_of
 from edgekit.contract.segmentation import SegmentationLayout, segmentation_layout
 from edgekit.errors import ModelError
 
-__all__ = ["Reading", "AmbiguousOutputsError", "candidates", "read_outputs", "anchor_spec",
+__all__ = ["Reading", "AmbiguousOutputsError", "candidates", "read_outputs", "anchor_spec", "implausible",
            "EXACT", "POSSIBLE"]
 
 EXACT, POSSIBLE = 2, 1
@@ -248,3 +248,29 @@ def anchor_spec(reading: Reading, metadata: Mapping[str, Any] | None) -> AnchorS
         return ANCHOR_PRESETS[reading.preset]
     raise ModelError(f"this model has raw anchor outputs ({reading.why}) but no anchor options; write them with "
                      f"`edgekit meta MODEL --anchors PRESET|FILE.json` (presets: {', '.join(ANCHOR_PRESETS)})")
+
+
+def implausible(fmt: OutputFormat, outputs: Sequence[np.ndarray]) -> str | None:
+    """Why these output values (dequantized, from a real inference) cannot be ``fmt``'s, or None.
+
+    Shapes and types can agree by chance; values seldom do: MoveNet's keypoints are fractions of
+    the input with scores in [0, 1], a class map holds ids >= 0, scores and boxes are finite.
+    """
+    arrays = [np.asarray(a) for a in outputs]
+    if any(a.dtype.kind == "f" and not np.all(np.isfinite(a)) for a in arrays):
+        return "the outputs hold NaN or infinite values"
+    if fmt is OutputFormat.KEYPOINTS and arrays:
+        a = arrays[0].astype(np.float32)
+        if a.ndim == 4:  # [1, 1, K, 3]: y, x, score
+            yx, scores = a[..., :2], a[..., 2]
+        else:  # [1, P, 56]: 17 x (y, x, score), box, score
+            k = a[..., :51].reshape(-1, 17, 3)
+            yx, scores = k[..., :2], np.concatenate([k[..., 2].ravel(), a[..., 55].ravel()])
+        if scores.size and (scores.min() < -0.01 or scores.max() > 1.01):
+            return f"keypoint scores run from {scores.min():.3g} to {scores.max():.3g}, not 0..1 as MoveNet's"
+        if yx.size and (yx.min() < -1.0 or yx.max() > 2.0):
+            return f"keypoint coordinates run from {yx.min():.3g} to {yx.max():.3g}, not fractions of the input"
+    if fmt is OutputFormat.SEGMENTATION and arrays and arrays[0].dtype.kind in "iu" and arrays[0].size:
+        if int(arrays[0].min()) < 0:
+            return f"a class map holds class ids >= 0; this one holds {int(arrays[0].min())}"
+    return None

@@ -124,3 +124,21 @@ def test_every_model_the_tests_build(vision_models, field: str, expected: Output
     info = inspect_model(getattr(vision_models, field))
     reading = read_outputs(info.outputs, info.metadata, inputs=info.inputs, ops=info.ops)
     assert reading.format is expected and text in reading.why
+
+
+@pytest.mark.parametrize("fmt, arrays, fragment", [
+    (OutputFormat.KEYPOINTS, [np.full((1, 1, 17, 3), 0.5, np.float32)], None),
+    (OutputFormat.KEYPOINTS, [np.full((1, 1, 17, 3), 7.0, np.float32)], "keypoint scores run from 7 to 7"),
+    (OutputFormat.KEYPOINTS, [np.concatenate([np.full((1, 1, 17, 2), 40.0), np.full((1, 1, 17, 1), 0.9)], -1)],
+     "not fractions of the input"),
+    (OutputFormat.KEYPOINTS, [np.full((1, 6, 56), 0.3, np.float32)], None),
+    (OutputFormat.KEYPOINTS, [np.full((1, 6, 56), -3.0, np.float32)], "not 0..1"),
+    (OutputFormat.SEGMENTATION, [np.zeros((1, 8, 8), np.int64)], None),
+    (OutputFormat.SEGMENTATION, [np.full((1, 8, 8), -1, np.int64)], "class ids >= 0"),
+    (OutputFormat.ANCHORS, [np.full((1, 896, 16), np.nan, np.float32), np.zeros((1, 896, 1))], "NaN"),
+])
+def test_values_that_cannot_be_the_format(fmt, arrays, fragment):
+    from edgekit.contract.readings import implausible
+
+    why = implausible(fmt, arrays)
+    assert (why is None) if fragment is None else (fragment in why)
