@@ -21,14 +21,14 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from edgekit.converters._native import INSTALL_HINT
-from edgekit.converters.convert import LayerError, Representative
-from edgekit.converters.options import Mode
+from edgekit.converters.convert import LayerError, QuantizerEngine, Representative
+from edgekit.converters.options import ConvertOptions, Mode
 from edgekit.errors import ConversionError, InputError
 from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
 
 __all__ = ["AiEdgeQuantizerEngine", "LayerRecipe", "AiqDiagnosis", "default_engine", "op_scopes"]
 
-# Modes the quantizer's recipes give directly: (activation bits or None for weight-only/dynamic, float I/O).
+# Calibrated modes: (activation bits, float input/output).
 _STATIC = {Mode.INT8: (8, False), Mode.UINT8: (8, True), Mode.EDGETPU: (8, True), Mode.INT8_FLOAT_IO: (8, True),
            Mode.INT16X8: (16, True)}
 
@@ -76,7 +76,7 @@ def op_scopes(model: TFLiteFile) -> list[tuple[str, str, tuple[str, ...]]]:
     return out
 
 
-def default_engine(src: Any, opts: Any) -> Any:
+def default_engine(src: Any, opts: ConvertOptions) -> QuantizerEngine:
     """The engine for a conversion: ai-edge-quantizer for a float .tflite source or a per-layer
     recipe (``opts.keep_float``/``opts.int16``), TFLiteConverter otherwise.
 
@@ -110,15 +110,22 @@ class AiEdgeQuantizerEngine:
             self.version = "ai-edge-quantizer"
         self.recipe = recipe or LayerRecipe()
         self.threads = threads or max(1, os.cpu_count() or 1)
+        self._converted: tuple[Any, bytes] | None = None  # a Keras/SavedModel source's float .tflite, made once
 
     def float_model(self, model: Any) -> bytes:
-        """The float .tflite the quantizer starts from."""
+        """The float .tflite the quantizer starts from.
+
+        Raises:
+            ConversionError: TFLiteConverter could not make one from a Keras/SavedModel source.
+        """
         data = getattr(model, "float_model", None)
         if data is not None:
             return bytes(data)
-        from edgekit.converters.convert import TFLiteConverterEngine
+        if self._converted is None or self._converted[0] is not model:
+            from edgekit.converters.convert import TFLiteConverterEngine
 
-        return TFLiteConverterEngine().convert(model, Mode.FLOAT32, None)
+            self._converted = (model, TFLiteConverterEngine().convert(model, Mode.FLOAT32, None))
+        return self._converted[1]
 
     def convert(self, model: Any, mode: Mode, representative: Representative | None) -> bytes:
         """The float model quantized in `mode` (calibrated on `representative` for static modes).

@@ -49,11 +49,12 @@ def models(work: Path) -> dict[str, Path]:
     inp = keras.Input((3, SIZE, SIZE), batch_size=1, name="images")
     nchw = keras.Model(inp, model(keras.layers.Permute((2, 3, 1))(inp)))
     fixed = keras.Model(k := keras.Input((SIZE, SIZE, 3), batch_size=1, name="image"), model(k))
+    model.save(work / "shapes.keras")
     outlier = tiny.with_weight_outlier(model)
     outlier = keras.Model(o := keras.Input((SIZE, SIZE, 3), batch_size=1, name="image"), outlier(o))
     return {"nhwc": _to_tflite(tf, fixed, work / "shapes_float.tflite"),
             "nchw": _to_tflite(tf, nchw, work / "shapes_nchw_float.tflite"),
-            "outlier": _to_tflite(tf, outlier, work / "outlier_float.tflite")}
+            "outlier": _to_tflite(tf, outlier, work / "outlier_float.tflite"), "keras": work / "shapes.keras"}
 
 
 @pytest.fixture(scope="module")
@@ -358,3 +359,17 @@ def test_large_weights_come_back_self_contained(work: Path, data: dict[str, Path
     assert inspect_model(out).metadata["quantization"]["mode"] == "int8"
     x = np.load(data["val"])["x"][:40]
     assert np.mean(_run(wide, x).argmax(1) == _run(out, x).argmax(1)) >= 0.9
+
+
+def test_a_recipe_on_a_keras_model_goes_through_the_quantizer(models: dict[str, Path], data: dict[str, Path],
+                                                             work: Path) -> None:
+    from edgekit.converters import PreprocessingOverrides
+    from edgekit.runtimes.tflite_file import parse_tflite
+
+    out = work / "keras_recipe.tflite"
+    r = _convert(models["keras"], out, data["cal"], validation=data["val"], mode="int8", max_drop=2.0,
+                 keep_float=["FULLY_CONNECTED"], diagnose=False, preprocessing=PreprocessingOverrides())
+    r.raise_for_status()
+    assert r.metadata["quantization"]["engine"] == "ai-edge-quantizer"
+    sg = parse_tflite(out.read_bytes()).subgraphs[0]
+    assert [sg.tensors[op.outputs[0]].type for op in sg.operators if op.opcode == "FULLY_CONNECTED"] == ["float32"]
