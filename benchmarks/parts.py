@@ -120,7 +120,7 @@ def tracking_cost() -> None:
 
 
 def run_video(model: Path, video: Path, truth, *, parts: bool, port: int | None = None, threads: int | None = None):
-    """One pass over a video; returns (fps, verdicts, reject latencies ms)."""
+    """One pass over a video; returns (fps, verdicts, reject latencies ms, process CPU ms per frame)."""
     from edgekit.sources import VideoSource
     from edgekit.tasks import Detector, DetectorOptions
 
@@ -133,7 +133,7 @@ def run_video(model: Path, video: Path, truth, *, parts: bool, port: int | None 
         if rejector:
             rejector.start()
         verdicts, n = [], 0
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for r in det.stream(VideoSource(str(video))):
             n += 1
             if parts:
@@ -142,12 +142,12 @@ def run_video(model: Path, video: Path, truth, *, parts: bool, port: int | None 
                     verdicts.append(v)
                     if rejector and not v.passed:
                         rejector.reject(v.sequence, v.track_id, v.captured_at)
-        fps = n / (time.perf_counter() - t0)
+        fps, cpu_ms = n / (time.perf_counter() - t0), (time.process_time() - c0) * 1e3 / max(n, 1)
         latencies = []
         if rejector:
             rejector.close()
             latencies = list(rejector.latencies_ms)
-    return fps, verdicts, latencies
+    return fps, verdicts, latencies, cpu_ms
 
 
 def pct(values: list[float], q: float) -> float:
@@ -163,17 +163,24 @@ def demo_video(demo: Path, rounds: int, port: int) -> None:
         truth = make_video(Path(tmp) / "belt.avi", n_frames=300, fps=15.0, seed=0)  # the demo's own video
         expected = crossing_truth(truth.frames, part_class=PART, line_x=truth.size / 2,
                                   defects={p.part_id: p.defects for p in truth.parts})
-        off, on, lat = [], [], []
+        off, on, lat, cpu_off, cpu_on = [], [], [], [], []
         for _ in range(rounds):
-            off.append(run_video(model, video, truth, parts=False)[0])
-            fps, verdicts, latencies = run_video(model, video, truth, parts=True, port=port)
+            fps, _, _, cpu = run_video(model, video, truth, parts=False)
+            off.append(fps)
+            cpu_off.append(cpu)
+            fps, verdicts, latencies, cpu = run_video(model, video, truth, parts=True, port=port)
             on.append(fps)
+            cpu_on.append(cpu)
             lat += latencies
         score = score_parts(verdicts, expected)
         print(f"(2) demo belt video ({video}), int8 model, {rounds} interleaved rounds, median fps")
         print(f"    detect only {statistics.median(off):7.1f} fps   + tracking, parts, rejects "
               f"{statistics.median(on):7.1f} fps   on/off {statistics.median(on) / statistics.median(off):.3f} "
               "(target >= 0.95)")
+        print(f"    process CPU per frame: {statistics.median(cpu_off):.2f} ms off, "
+              f"{statistics.median(cpu_on):.2f} ms on; off/on "
+              f"{statistics.median(cpu_off) / statistics.median(cpu_on):.3f} (about the fps ratio of a machine "
+              "running nothing else: the loop keeps the cores busy)")
         print(f"    parts: {score.counted} counted of {score.expected}, {score.right} verdicts right "
               f"({'exact' if score.exact else 'NOT exact'}): "
               + " ".join(v.outcome.value for v in verdicts))
@@ -196,7 +203,7 @@ def other_belts(demo: Path, frames: int) -> None:
                                        gap=gap)
                     expected = crossing_truth(truth.frames, part_class=PART, line_x=160,
                                               defects={p.part_id: p.defects for p in truth.parts})
-                    _, verdicts, _ = run_video(model, Path(tmp) / "b.avi", truth, parts=True)
+                    _, verdicts, _, _ = run_video(model, Path(tmp) / "b.avi", truth, parts=True)
                     s = score_parts(verdicts, expected)
                     total_err += abs(s.count_error)
                     total_right += s.right

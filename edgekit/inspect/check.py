@@ -57,4 +57,6 @@ def check_config(config: InspectionConfig, model_dir: str | None = None) -> Conf
         from edgekit.labels import load_labels
         labels = load_labels(config.model.labels)
     config.check_labels([str(x) for x in labels] if labels else None)  # no labels: rules cannot count
+    if config.parts is not None:  # per-part mode: its part and defect classes too
+        config.parts.check_labels([str(x) for x in labels] if labels else None)
     return ConfigCheck(zones, rules, mode, serving)
