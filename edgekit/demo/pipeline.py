@@ -157,8 +157,9 @@ def run_demo(options: DemoOptions) -> DemoResult:
     with steps.step("detect", "Detector.stream on the belt video, played as a camera"):
         result.detect = detect_video(conv.int8.output, out / "belt.avi", truth, out)
 
-    with steps.step("inspect", "the inspection cell: PASS/FAIL per frame (no defect allowed) into JSON-lines events"):
-        result.inspect = inspect_video(write_inspection_config(out, conv.int8.output), out)
+    with steps.step("inspect", "the inspection cell: one PASS/FAIL per part at the line (and per frame) into "
+                               "JSON-lines events"):
+        result.inspect = inspect_video(write_inspection_config(out, conv.int8.output, truth.size), out)
 
     with steps.step("summary", "writing summary.md"):
         result.summary_path = write_summary(result, options, truth)

@@ -103,7 +103,7 @@ def write_summary(result: DemoResult, options: DemoOptions, truth: Any) -> Path:
             gate_explanation(gate.basis, gate.drop, table_diff),
             "",
         ]
-    lines += _video_lines(result) + [
+    lines += _video_lines(result) + _parts_lines(result, truth) + [
         "## Files",
         "",
         "- `detector.keras`: the float model; `detector_float32.tflite`, "
@@ -123,6 +123,16 @@ def write_summary(result: DemoResult, options: DemoOptions, truth: Any) -> Path:
     path = out / "summary.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
+
+
+def _parts_lines(result: DemoResult, truth: Any) -> list[str]:
+    """The per-part table (edgekit.inspect.partsreport) when the cell judged parts."""
+    if result.inspect is None or not result.inspect.parts:
+        return []
+    from edgekit.demo.scene import PART
+    from edgekit.inspect.partsreport import parts_section
+
+    return parts_section(result.inspect.parts, truth.frames, truth.parts, part_class=PART, line_x=truth.size // 2)
 
 
 def _video_lines(result: DemoResult) -> list[str]:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from edgekit.commands.bench import BenchRow
     from edgekit.converters import ConversionResult
     from edgekit.demo.conveyor import VideoTruth
+    from edgekit.inspect.parts import PartVerdict
     from edgekit.loop import LoopSummary
 
 __all__ = ["Conversions", "DetectRun", "InspectRun", "bench_models", "convert_models", "cpu_name", "detect_video",
@@ -157,8 +158,9 @@ def detect_video(model: Path, video: Path, truth: VideoTruth, out: Path) -> Dete
     return DetectRun(summary, video_map)
 
 
-def write_inspection_config(out: Path, model: Path) -> Path:
-    """inspection.toml for the belt: no scratch, dent or missing hole may be seen."""
+def write_inspection_config(out: Path, model: Path, size: int | None = None) -> Path:
+    """inspection.toml for the belt: no scratch, dent or missing hole may be seen; with ``size`` (the
+    video's side) also one verdict per part at the middle of the frame (per-part mode)."""
     rules = "\n".join(f'[[rules]]\nlabel = "{d}"\nmax = 0\nmin_score = {THRESHOLD}\n' for d in DEFECTS)
     text = f"""# Written by `edgekit demo`: no defect may be seen on the belt.
 device = "demo"
@@ -179,6 +181,10 @@ mode = "continuous"
 [sinks.jsonl]
 directory = "events"
 """
+    if size is not None:
+        from edgekit.inspect.partsreport import parts_tables
+
+        text += parts_tables(size, size, defects=DEFECTS, defect_threshold=THRESHOLD)
     path = out / "inspection.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -189,6 +195,7 @@ class InspectRun:
     passed: int  # frames judged PASS
     failed: int  # frames judged FAIL
     summary: LoopSummary | None
+    parts: tuple[PartVerdict, ...] = ()  # per-part mode: one verdict per part, in crossing order
 
 
 def inspect_video(config_path: Path, out: Path) -> InspectRun:
@@ -199,12 +206,17 @@ def inspect_video(config_path: Path, out: Path) -> InspectRun:
         ConfigError: the config is wrong. ModelError, SourceError: as for the detector.
     """
     from edgekit.inspect import Cell, load_config
+    from edgekit.inspect.parts import PartVerdict
 
     counts = {True: 0, False: 0}
+    parts: list[PartVerdict] = []  # also `part` events in events/
     with open(out / "verdicts.jsonl", "w", encoding="utf-8") as f, \
             Cell.from_config(load_config(config_path)) as cell:
         for decision in cell.run():
+            if isinstance(decision, PartVerdict):
+                parts.append(decision)
+                continue
             f.write(json.dumps(decision.to_payload(), separators=(",", ":")) + "\n")
             if decision.passed is not None:
                 counts[decision.passed] += 1
-    return InspectRun(counts[True], counts[False], cell.summary)
+    return InspectRun(counts[True], counts[False], cell.summary, tuple(parts))

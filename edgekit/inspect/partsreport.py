@@ -16,7 +16,7 @@ import numpy as np
 
 from edgekit.inspect.parts import PartVerdict
 
-__all__ = ["PartRow", "PartsScore", "TruePart", "crossing_truth", "parts_tables", "score_parts"]
+__all__ = ["PartRow", "PartsScore", "TruePart", "crossing_truth", "parts_section", "parts_tables", "score_parts"]
 
 
 @dataclass(frozen=True)
@@ -115,9 +115,24 @@ def crossing_truth(frames: Sequence[Any], *, part_class: int, line_x: float,
 
 
 def parts_tables(width: int, height: int, *, classes: Sequence[str] = ("part",),
-                 defects: Sequence[str] = ("scratch", "dent", "missing_hole"), min_frames: int = 2) -> str:
+                 defects: Sequence[str] = ("scratch", "dent", "missing_hole"), min_frames: int = 2,
+                 defect_threshold: float = 0.5) -> str:
     """TOML for per-part mode on a belt running left to right, judged at the frame's middle (what
     ``edgekit demo`` adds to its inspection config)."""
     x = width // 2
     return (f'\n[parts]\nclasses = {list(classes)!r}\ndefects = {list(defects)!r}\nmin_frames = {min_frames}\n'
+            f'defect_threshold = {defect_threshold:g}\n'
             f'\n[line]\nstart = [{x}, 0]\nend = [{x}, {height}]\ndirection = "left_to_right"\n').replace("'", '"')
+
+
+def parts_section(verdicts: Sequence[PartVerdict], frames: Sequence[Any], parts: Sequence[Any], *,
+                  part_class: int, line_x: float) -> list[str]:
+    """The per-part section of ``edgekit demo``'s summary.md: counts and the table against the belt's
+    truth (``frames``: its FrameTruth list; ``parts``: objects with ``part_id`` and ``defects``)."""
+    expected = crossing_truth(frames, part_class=part_class, line_x=line_x,
+                              defects={p.part_id: p.defects for p in parts})
+    score = score_parts(verdicts, expected)
+    passed = sum(v.passed for v in verdicts)
+    return ["## Parts: one verdict per part where it crossed the line", "",
+            f"Tracked parts judged at x = {line_x:g} (a defect counts once seen in enough frames): "
+            f"PASS {passed}, FAIL {len(verdicts) - passed} parts.", "", score.markdown(), ""]

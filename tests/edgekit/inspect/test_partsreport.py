@@ -10,7 +10,7 @@ import pytest
 from edgekit.demo.conveyor import make_video
 from edgekit.demo.scene import CLASS_NAMES, PART
 from edgekit.inspect.parts import PartInspector, PartsOptions
-from edgekit.inspect.partsreport import TruePart, crossing_truth, parts_tables, score_parts
+from edgekit.inspect.partsreport import TruePart, crossing_truth, parts_section, parts_tables, score_parts
 from edgekit.results import Detections
 from edgekit.track import CountingLine
 
@@ -61,3 +61,18 @@ def test_parts_tables_is_a_valid_config_section(tmp_path: Path):
     cfg = parse_config(text, base=tmp_path)
     assert cfg.parts.options.defects == ("scratch", "dent", "missing_hole")
     assert cfg.parts.line.start.tolist() == [160, 0]
+
+
+def test_parts_section_for_the_demo_summary(tmp_path: Path):
+    truth = make_video(tmp_path / "belt.avi", n_frames=90, fps=15.0, seed=0, size=160)
+    inspector = PartInspector(PartsOptions(parts=("part",), defects=CLASS_NAMES[1:]),
+                              CountingLine((80, 0), (80, 160), direction="left_to_right"))
+    verdicts = []
+    for t, f in enumerate(truth.frames):
+        dets = Detections(f.boxes, np.full(len(f.boxes), 0.9), f.class_ids, tuple(CLASS_NAMES[c] for c in f.class_ids))
+        verdicts += inspector.update(dets, frame=t, timestamp=t / 15, captured_at=t / 15).verdicts
+    lines = parts_section(verdicts, truth.frames, truth.parts, part_class=PART, line_x=80)
+    text = "\n".join(lines)
+    passed = sum(v.passed for v in verdicts)
+    assert lines[0].startswith("## Parts") and f"PASS {passed}, FAIL {len(verdicts) - passed} parts." in text
+    assert f"{len(verdicts)} parts counted of {len(verdicts)} (count error +0)" in text and "**wrong**" not in text
