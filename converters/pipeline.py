@@ -168,11 +168,12 @@ class Session:
                 else reference_outputs(self.src.reference, data.validation.x)
             if self.src.head_split is not None:
                 roles = split_roles(self.src, float_path, data.validation.x[:1])
-            if fmt is OutputFormat.YOLO and (finding := head_finding(reference, self.src, o.split_head)):
-                audit = dataclasses.replace(audit, findings=(*audit.findings, AuditFinding("shared-scale", finding)))
-                warnings.append(finding)
             if fmt in (OutputFormat.YOLO, OutputFormat.SSD):
                 truth_map = truth_map50(reference, fmt, reference, data.validation)
+            if fmt is OutputFormat.YOLO and (finding := head_finding(reference, self.src, o.split_head,
+                                                                     data.validation, fmt)):
+                audit = dataclasses.replace(audit, findings=(*audit.findings, AuditFinding("shared-scale", finding)))
+                warnings.append(finding)
             if fmt is OutputFormat.CLASSES:
                 classes = int(np.prod(reference.arrays[0].shape[1:]))
                 warnings += [w for w in (label_summary(labels, classes),

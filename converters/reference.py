@@ -20,7 +20,7 @@ from edgekit.converters.data import Samples
 from edgekit.converters.evaluate import ModelOutputs
 from edgekit.converters.options import OutputFormat
 from edgekit.converters.source import FloatReference, SourceModel
-from edgekit.converters.yolo_head import collapse_warning, merge_split, output_roles
+from edgekit.converters.yolo_head import collapse_warning, merge_split, mixed_head_levels, output_roles
 from edgekit.errors import ConversionError
 from edgekit.runtimes import TensorSpec, load_model
 
@@ -71,12 +71,27 @@ def merged(outputs: ModelOutputs, roles: Sequence[str], axis: int, like: ModelOu
         else ModelOutputs(like.specs, (joined,))
 
 
-def head_finding(reference: ModelOutputs, src: SourceModel, split_requested: bool) -> str | None:
-    """The audit finding for a YOLO head whose one output mixes boxes and scores, if it does."""
+def head_finding(reference: ModelOutputs, src: SourceModel, split_requested: bool,
+                 samples: Samples | None = None, fmt: OutputFormat | None = None) -> str | None:
+    """The audit finding for a YOLO head whose one output mixes boxes and scores, if it does; with
+    labelled `samples`, what one shared scale does to mAP@0.5 (the float outputs rounded to it)."""
     if len(reference.arrays) != 1:
         return None
-    message = collapse_warning(reference.arrays[0], fixed=src.head_split is not None)
-    if message is None or src.head_split is not None or not split_requested:
+    raw = reference.arrays[0]
+    message = collapse_warning(raw, fixed=src.head_split is not None)
+    if message is None:
+        return None
+    found = mixed_head_levels(raw)
+    if samples is not None and samples.truth is not None and fmt is not None and found is not None:
+        lo = min(float(raw.min()), 0.0)
+        rounded = np.round((raw - lo) / found[1]) * found[1] + lo
+        before = truth_map50(ModelOutputs(reference.specs, (rounded.astype(np.float32),)), fmt, reference, samples)
+        after = truth_map50(reference, fmt, reference, samples)
+        if before is not None and after is not None:
+            head, sep, tail = message.partition(")")
+            message = (f"{head}{sep}: mAP@0.5 against the labels {after:.3f} falls to {before:.3f} with the float "
+                       f"outputs rounded to that one scale{tail}")
+    if src.head_split is not None or not split_requested:
         return message
     return (message.split(", so int8")[0] + ", so int8 detections collapse. edgekit could not split this head "
             "(its output is not a Concat of boxes and scores): export it with boxes and scores as two outputs")

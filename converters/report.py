@@ -81,7 +81,8 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
     if m["samples"]:
         parts = [f"{m['samples']} validation samples"]
         for key, label in (("top1_agreement", "top-1 agreement"), ("float_accuracy", "float accuracy"),
-                           ("accuracy", "accuracy"), ("map50", "mAP@0.5 vs float")):
+                           ("accuracy", "accuracy"), ("map50", "mAP@0.5 vs float"),
+                           ("float_map50_truth", "float mAP@0.5 vs labels"), ("map50_truth", "mAP@0.5 vs labels")):
             if m.get(key) is not None:
                 parts.append(f"{label} {_pct(m[key])}")
         lines.append(", ".join(parts))
@@ -103,6 +104,9 @@ def render_markdown(d: dict[str, Any]) -> str:
            f"| {_num(m.get('latency_ms'), '.3f')} ms |"]
     if m.get("float_accuracy") is not None:
         out.append(f"| accuracy ({m['samples']} samples) | {_pct(m['float_accuracy'])} | {_pct(m['accuracy'])} |")
+    if m.get("map50_truth") is not None:
+        out.append(f"| mAP@0.5 against labelled objects ({m['samples']} images) | {_pct(m['float_map50_truth'])} "
+                   f"| {_pct(m['map50_truth'])} |")
     for key, label in (("top1_agreement", "top-1 agreement with float"), ("map50", "mAP@0.5 against float")):
         if m.get(key) is not None:
             out.append(f"| {label} | | {_pct(m[key])} |")

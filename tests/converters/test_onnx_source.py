@@ -37,7 +37,8 @@ def _yolo_graph(h: int | str = 32, w: int | str = 32, classes: int = 3, op: str 
         helper.make_node("Transpose", ["cat"], ["output0"], perm=[0, 2, 1], name="final_transpose"),
     ]
     inits = [weight, helper.make_tensor("shape", TensorProto.INT64, (3,), [1, 4 + classes, -1]),
-             helper.make_tensor("s0", TensorProto.INT64, (1,), [0]), helper.make_tensor("s4", TensorProto.INT64, (1,), [4]),
+             helper.make_tensor("s0", TensorProto.INT64, (1,), [0]),
+             helper.make_tensor("s4", TensorProto.INT64, (1,), [4]),
              helper.make_tensor("send", TensorProto.INT64, (1,), [1 << 30]),
              helper.make_tensor("ax", TensorProto.INT64, (1,), [2]),
              helper.make_tensor("size", TensorProto.FLOAT, (), [32.0])]
