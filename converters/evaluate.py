@@ -22,6 +22,7 @@ from edgekit.contract import (
     OutputFormat,
     Task,
     Transform,
+    YoloLayout,
     image_input,
     make_decoder,
     map50,
@@ -241,6 +242,9 @@ def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None)
         if reference is not None:  # boxes of a few input pixels or more are not in 0..1
             boxes = yolo_boxes(reference)
             doc["normalized"] = bool(boxes.size and np.percentile(np.abs(boxes), 99) <= 1.5)
+            where = yolo_outputs(reference.specs)
+            if not where.split and where.layout is YoloLayout.V5:
+                doc["objectness"] = True  # so a head split after its boxes is read as YOLOv5 on the device
         return doc
     return None
 

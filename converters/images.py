@@ -42,7 +42,8 @@ def _device_inputs(items: Sequence[Any], load: Callable[[Any], np.ndarray], pre:
         raise InputError(f"the device's preprocessing takes RGB images; this model has {pre.channels} channels")
 
     def one(item: Any) -> tuple[np.ndarray, Transform]:
-        resized, tf = fit(load(item), pre.input_size, pre.resize)
+        resized, tf = fit(load(item), pre.input_size, pre.resize, interpolation=pre.interpolation,
+                          boxes=pre.box_mapping)
         return norm.real(resized), tf
 
     workers = max(1, min(4, os.cpu_count() or 1))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.contract.enums import ColorOrder, ResizeMode
+from edgekit.contract.enums import BoxMapping, ColorOrder, Interpolation, ResizeMode
 from edgekit.contract.spec import LETTERBOX_PAD, Normalization
 from edgekit.converters.options import PreprocessingOverrides
 from edgekit.converters.source import SourceModel
@@ -41,6 +41,10 @@ class Preprocessing:
     color: ColorOrder = ColorOrder.RGB
     resize: ResizeMode = ResizeMode.STRETCH
     decided_by: str = "assumed"  # "flags" | "model: ..." | "keras application ..." | "assumed"
+    # How frames are shrunk and letterboxed boxes mapped back (Ultralytics sources: LINEAR and
+    # ULTRALYTICS, as their predict does); written into the metadata when not the default.
+    interpolation: Interpolation = Interpolation.AUTO
+    box_mapping: BoxMapping = BoxMapping.EXACT
 
     @property
     def normalization(self) -> Normalization | None:
@@ -62,9 +66,14 @@ class Preprocessing:
         return lo, hi
 
     def to_metadata(self) -> dict[str, Any]:
-        return {"input_size": [int(self.input_size[0]), int(self.input_size[1])],
-                "resize": self.resize.value, "color": self.color.value.upper(),
-                "mean": [float(m) for m in self.mean], "std": [float(s) for s in self.std]}
+        doc = {"input_size": [int(self.input_size[0]), int(self.input_size[1])],
+               "resize": self.resize.value, "color": self.color.value.upper(),
+               "mean": [float(m) for m in self.mean], "std": [float(s) for s in self.std]}
+        if self.interpolation is not Interpolation.AUTO:
+            doc["interpolation"] = self.interpolation.value
+        if self.box_mapping is not BoxMapping.EXACT:
+            doc["box_mapping"] = self.box_mapping.value
+        return doc
 
 
 def _per_channel(values: tuple[float, ...], channels: int, what: str) -> tuple[float, ...]:

@@ -21,7 +21,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from edgekit.contract.enums import ColorOrder, Layout, ResizeMode
+from edgekit.contract.enums import BoxMapping, ColorOrder, Interpolation, Layout, ResizeMode
 from edgekit.contract.spec import LETTERBOX_PAD, Normalization, Transform, image_input, plan_resize
 from edgekit.errors import InputError, ModelError
 from edgekit.runtimes.model import TensorSpec
@@ -147,12 +147,14 @@ def _check_image(image: np.ndarray) -> np.ndarray:
     return a
 
 
-def _resize_into(image: np.ndarray, target: np.ndarray) -> None:
+def _resize_into(image: np.ndarray, target: np.ndarray, how: Interpolation = Interpolation.AUTO) -> None:
     th, tw = target.shape[:2]
     h, w = image.shape[:2]
     # INTER_AREA averages every source pixel when shrinking a lot (INTER_LINEAR would alias),
     # but costs ~7x more (1.5 ms vs 0.2 ms for 640x480 -> 300x300): only past 3x does it pay.
-    interp = cv2.INTER_AREA if tw < w / 3 or th < h / 3 else cv2.INTER_LINEAR
+    # (Models trained and exported by Ultralytics see INTER_LINEAR in predict: their metadata says so.)
+    area = how is Interpolation.AREA or (how is Interpolation.AUTO and (tw < w / 3 or th < h / 3))
+    interp = cv2.INTER_AREA if area else cv2.INTER_LINEAR
     if (th, tw) == (h, w):
         target[...] = image
         return
@@ -162,7 +164,8 @@ def _resize_into(image: np.ndarray, target: np.ndarray) -> None:
 
 
 def fit(image: np.ndarray, size: tuple[int, int], mode: ResizeMode | str = ResizeMode.STRETCH,
-        *, pad_value: int = LETTERBOX_PAD) -> tuple[np.ndarray, Transform]:
+        *, pad_value: int = LETTERBOX_PAD, interpolation: Interpolation | str = Interpolation.AUTO,
+        boxes: BoxMapping | str = BoxMapping.EXACT) -> tuple[np.ndarray, Transform]:
     """Resize an RGB uint8 image to ``size`` = (width, height) for a model input.
 
     LETTERBOX pads with ``pad_value`` (114 gray by default, what YOLO models are trained
@@ -175,13 +178,16 @@ def fit(image: np.ndarray, size: tuple[int, int], mode: ResizeMode | str = Resiz
     if dw < 1 or dh < 1:
         raise InputError(f"the target size must be positive (width, height), got {tuple(size)}")
     out = np.empty((dh, dw, 3), dtype=np.uint8)
-    return out, fit_into(image, out, mode, pad_value=pad_value)
+    return out, fit_into(image, out, mode, pad_value=pad_value, interpolation=interpolation, boxes=boxes)
 
 
 def fit_into(image: np.ndarray, out_view: np.ndarray, mode: ResizeMode | str = ResizeMode.STRETCH,
-             *, pad_value: int = LETTERBOX_PAD) -> Transform:
+             *, pad_value: int = LETTERBOX_PAD, interpolation: Interpolation | str = Interpolation.AUTO,
+             boxes: BoxMapping | str = BoxMapping.EXACT) -> Transform:
     """Resize an RGB uint8 image straight into ``out_view`` (H x W x 3 or 1 x H x W x 3 uint8),
-    e.g. ``model.input_view(0)``, with no intermediate copy.
+    e.g. ``model.input_view(0)``, with no intermediate copy. ``interpolation`` AUTO is bilinear,
+    or pixel-area averaging past a 3x shrink; LINEAR is what Ultralytics' predict uses. ``boxes``:
+    how the returned transform maps letterboxed boxes back (see :class:`~edgekit.contract.BoxMapping`).
 
     Raises:
         InputError: the image or the view is not H x W x 3 uint8 (for float or int8 inputs
@@ -193,17 +199,16 @@ def fit_into(image: np.ndarray, out_view: np.ndarray, mode: ResizeMode | str = R
         raise InputError(f"fit_into writes uint8 pixels into an (H, W, 3) or (1, H, W, 3) uint8 array, got "
                          f"{out_view.dtype.name} {out_view.shape}. For float or int8 model inputs use fit() "
                          "then to_input().")
-    m = ResizeMode.parse(mode)
-    tf, nw, nh = plan_resize(a.shape[:2], (view.shape[1], view.shape[0]), m)
+    m, how = ResizeMode.parse(mode), Interpolation.parse(interpolation)
+    tf, x0, y0, nw, nh = plan_resize(a.shape[:2], (view.shape[1], view.shape[0]), m, BoxMapping.parse(boxes))
     if m is ResizeMode.STRETCH:
-        _resize_into(a, view)
+        _resize_into(a, view, how)
         return tf
-    x0, y0 = int(tf.pad_x), int(tf.pad_y)
     view[:y0] = pad_value
     view[y0 + nh:] = pad_value
     view[y0:y0 + nh, :x0] = pad_value
     view[y0:y0 + nh, x0 + nw:] = pad_value
-    _resize_into(a, view[y0:y0 + nh, x0:x0 + nw])
+    _resize_into(a, view[y0:y0 + nh, x0:x0 + nw], how)
     return tf
 
 

@@ -23,8 +23,8 @@ from typing import Any, Callable, Sequence, Union, overload
 import cv2
 import numpy as np
 
-from edgekit.contract import Decoder, Layout, Normalization, OutputFormat, ResizeMode, Transform, detect_format, \
-    image_input, make_decoder, resize_mode
+from edgekit.contract import Decoder, Layout, Normalization, OutputFormat, ResizeMode, Transform, box_mapping, \
+    detect_format, image_input, interpolation, make_decoder, resize_mode
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, load_labels
 from edgekit.loop import LoopOptions, LoopSummary, Performance, Stream
@@ -68,10 +68,11 @@ class TaskOptions:
 
 @dataclass(frozen=True)
 class DetectorOptions(TaskOptions):
-    threshold: float = 0.5
+    # None: the model's metadata (detection.score_threshold / iou_threshold / max_det), else 0.5, 0.45, 100
+    threshold: float | None = None
     classes: Sequence[str | int] | None = None  # keep only these labels or class ids
-    iou_threshold: float | None = None  # YOLO NMS; None: metadata's, else 0.45
-    max_detections: int = 100
+    iou_threshold: float | None = None  # YOLO NMS
+    max_detections: int | None = None
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,9 @@ class ModelEngine:
         self.resize = resize
         self.labels = labels
         self.note = note  # for the user, e.g. labels that do not line up with the outputs
+        self.threshold: float | None = None  # set by make_engine: the score threshold in effect
         self.norm = Normalization.from_metadata(model.metadata)
+        self._fit = {"interpolation": interpolation(model.metadata), "boxes": box_mapping(model.metadata)}
         # uint8 inputs take the pixels as they are, so they are resized straight into the tensor.
         self.direct = not self.channels_first and np.dtype(spec.dtype) == np.uint8 and (
             self.norm is None or (self.norm.mean is None and self.norm.color.value == "RGB"))
@@ -133,17 +136,17 @@ class ModelEngine:
             resized = getattr(self._scratch, "image", None)
             if resized is None:
                 resized = self._scratch.image = np.empty((self.size[1], self.size[0], 3), np.uint8)
-            transform = fit_into(image, resized, self.resize)
+            transform = fit_into(image, resized, self.resize, **self._fit)
             write_channels_first(resized, target, self.spec, self.norm, bgr=bgr)
             return transform
         if self.direct:
             target = self._model.input_view(0) if dest is None else dest
-            transform = fit_into(image, target, self.resize)
+            transform = fit_into(image, target, self.resize, **self._fit)
             if bgr:
                 view = target[0] if target.ndim == 4 else target
                 cv2.cvtColor(view, cv2.COLOR_BGR2RGB, dst=view)
             return transform
-        resized, transform = fit(image, self.size, self.resize)
+        resized, transform = fit(image, self.size, self.resize, **self._fit)
         if bgr:
             resized = cv2.cvtColor(resized, cv2.COLOR_BGR2RGB)
         x = to_input(resized, self.spec, self.norm)
@@ -215,12 +218,16 @@ def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> M
         decoder = make_decoder(model.outputs, model.metadata, labels=labels, threshold=options.threshold,
                                iou_threshold=options.iou_threshold, max_detections=options.max_detections)
         decode = _keep_classes(decoder, _check_classes(options.classes, labels))
+        threshold = getattr(decoder, "threshold", options.threshold)
     else:
+        threshold = options.threshold
         if labels is not None:
             labels, note = align_labels(labels, int(np.prod(model.outputs[0].shape)))
         decode = make_decoder(model.outputs, model.metadata, labels=labels, threshold=options.threshold,
                               top_k=options.top_k)
-    return ModelEngine(model, _resize(options.resize, model), decode, labels, note)
+    engine = ModelEngine(model, _resize(options.resize, model), decode, labels, note)
+    engine.threshold = threshold  # the score threshold in effect (the options', else the model's)
+    return engine
 
 
 def _wrong_task(model: Model, fmt: OutputFormat, kind: str) -> str:
@@ -288,6 +295,11 @@ class _Task:
     @property
     def resize(self) -> ResizeMode:
         return self._engine.resize
+
+    @property
+    def threshold(self) -> float | None:
+        """The score threshold in effect: the options', else the model's metadata's, else the default."""
+        return getattr(self._engine, "threshold", None)
 
     @overload
     def stream(self, source: SourceLike, *, callback: None = None, realtime: bool = False,

@@ -78,7 +78,8 @@ def register(subparsers: Any) -> None:
                    "the rate to play a file at instead of its own")
     p.add_argument("--realtime", action="store_true",
                    help="play a video file at its frame rate, dropping frames when behind, as a camera does")
-    p.add_argument("-t", "--threshold", type=fraction, default=0.5, help="minimum score")
+    p.add_argument("-t", "--threshold", type=fraction, default=None,
+                   help="minimum score (default: the model's metadata's, else 0.5)")
     p.add_argument("--classes", type=_classes, help="keep only these labels or class ids, e.g. person,car")
     p.add_argument("--labels", help="labels file (one per line, or 'id label') instead of the model's own")
     rs = p.add_mutually_exclusive_group()
@@ -148,7 +149,8 @@ def _make_task(args: argparse.Namespace) -> Detector | Classifier:
         if _is_classifier(args.model):
             if args.classes:
                 raise InputError("--classes filters detections; this model is a classifier (use -t/--top-k)")
-            return Classifier(ClassifierOptions(**common, top_k=args.top_k, threshold=args.threshold))
+            return Classifier(ClassifierOptions(**common, top_k=args.top_k,
+                                                threshold=0.5 if args.threshold is None else args.threshold))
         return Detector(DetectorOptions(**common, threshold=args.threshold, classes=args.classes,
                                         iou_threshold=args.iou))
 
@@ -268,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
                                          performance=args.performance)
             bar = progress(source.frames or 0, "frames", args.quiet or not source.frames or spec.live
                            or any(isinstance(s, _TextSink) for s in sinks))
-            tracker = _tracker(args.threshold) if args.track else None
+            tracker = _tracker(task.threshold or 0.5) if args.track else None
             with stream, _stop_on_signals(stream, received):
                 for result in stream:
                     if tracker is not None and isinstance(result.result, Detections):

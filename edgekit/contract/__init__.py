@@ -24,7 +24,11 @@ every key optional, absent keys fall back to recognition from shapes):
 ``preprocessing``     ``input_size`` [w, h]; ``resize`` "stretch" | "letterbox" (gray 114,
                       centered, as Ultralytics' LetterBox(auto=False)); ``color`` "RGB" | "BGR";
                       ``mean``/``std`` (real = (pixel - mean) / std, per channel);
-                      ``layout`` "NHWC" | "NCHW" (only needed when the shape reads both ways)
+                      ``layout`` "NHWC" | "NCHW" (only needed when the shape reads both ways);
+                      ``interpolation`` "auto" | "linear" | "area" (how frames are shrunk;
+                      Ultralytics' predict is "linear"); ``box_mapping`` "exact" | "ultralytics"
+                      (letterboxed boxes back through the content's scale, or through
+                      Ultralytics' scale_boxes gain and rounded pad)
 ``detection``         ``box_format`` "cxcywh" | "xyxy" | "yxyx"; ``normalized`` true when boxes
                       are fractions of the input (else input pixels; absent: judged by range);
                       ``iou_threshold`` (class-wise NMS); ``score_threshold`` (default
@@ -47,7 +51,18 @@ from edgekit.contract.decode import (
     nms,
     to_xyxy,
 )
-from edgekit.contract.enums import BoxFormat, Choice, ColorOrder, Layout, OutputFormat, ResizeMode, Task, YoloLayout
+from edgekit.contract.enums import (
+    BoxFormat,
+    BoxMapping,
+    Choice,
+    ColorOrder,
+    Interpolation,
+    Layout,
+    OutputFormat,
+    ResizeMode,
+    Task,
+    YoloLayout,
+)
 from edgekit.contract.metrics import box_iou, map50
 from edgekit.contract.recognize import (
     SSD_OP,
@@ -63,18 +78,22 @@ from edgekit.contract.spec import (
     LETTERBOX_PAD,
     ImageInput,
     Normalization,
+    ResizePlan,
     TensorLike,
     Transform,
+    box_mapping,
     image_input,
+    interpolation,
     plan_resize,
     resize_mode,
 )
 
 __all__ = [
     "DEFAULT_IOU", "LETTERBOX_PAD", "SSD_OP",
-    "BoxFormat", "Choice", "ColorOrder", "Layout", "OutputFormat", "ResizeMode", "Task", "YoloLayout",
-    "Decoder", "ImageInput", "Normalization", "TensorLike", "Transform", "YoloOutputs",
-    "batched_nms", "box_iou", "decode_classes", "decode_ssd", "decode_yolo", "detect_format", "image_input",
-    "make_decoder", "map50", "nms", "plan_resize", "recognize_format", "resize_mode", "ssd_order", "task_of",
+    "BoxFormat", "BoxMapping", "Choice", "ColorOrder", "Interpolation", "Layout", "OutputFormat", "ResizeMode", "Task",
+    "YoloLayout", "Decoder", "ImageInput", "Normalization", "ResizePlan", "TensorLike", "Transform", "YoloOutputs",
+    "batched_nms", "box_iou", "box_mapping", "decode_classes", "decode_ssd", "decode_yolo", "detect_format",
+    "image_input", "interpolation", "make_decoder", "map50", "nms", "plan_resize", "recognize_format", "resize_mode",
+    "ssd_order", "task_of",
     "to_xyxy", "yolo_layout", "yolo_outputs",
 ]

@@ -26,12 +26,15 @@ from edgekit.errors import InputError, ModelError
 from edgekit.labels import label_for
 from edgekit.results import Classes, Detections
 
-__all__ = ["DEFAULT_IOU", "MAX_NMS_CANDIDATES", "Decoder", "make_decoder", "nms", "batched_nms", "to_xyxy",
+__all__ = ["DEFAULT_IOU", "DEFAULT_THRESHOLD", "DEFAULT_MAX_DETECTIONS", "MAX_NMS_CANDIDATES", "Decoder", "make_decoder", "nms", "batched_nms", "to_xyxy",
            "decode_ssd", "decode_yolo", "decode_classes"]
 
 DEFAULT_IOU = 0.45
-# Raw YOLO heads hold thousands of rows; NMS over more candidates than this only costs time.
-MAX_NMS_CANDIDATES = 3000
+DEFAULT_THRESHOLD = 0.5  # when neither the caller nor the metadata (detection.score_threshold) says
+DEFAULT_MAX_DETECTIONS = 100  # likewise (detection.max_det; Ultralytics' predict keeps 300)
+# Ultralytics' max_nms: the best-scoring candidates NMS looks at. NMS stops at max_detections
+# kept boxes, so a long candidate list costs little.
+MAX_NMS_CANDIDATES = 30000
 
 
 def to_xyxy(boxes: np.ndarray, fmt: BoxFormat) -> np.ndarray:
@@ -107,28 +110,37 @@ def decode_ssd(boxes: np.ndarray, classes: np.ndarray, scores: np.ndarray, count
 
 def _yolo_candidates(outputs: Sequence[np.ndarray], where: YoloOutputs,
                      threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Boxes (K, 4) in the model's box format, scores (K,) and class ids (K,) scoring >= threshold."""
+    """Boxes (K, 4) in the model's box format, scores (K,) and class ids (K,) scoring above threshold
+    (strictly, as Ultralytics' ``non_max_suppression``: quantized scores often sit exactly on it)."""
     if where.split:
         b = np.asarray(outputs[where.boxes], dtype=np.float32)
         c = np.asarray(outputs[where.scores], dtype=np.float32)
         b, c = b.reshape(b.shape[-2:]), c.reshape(c.shape[-2:])
         if where.transposed:
             b, c = b.T, c.T
+        if where.objectness:  # YOLOv5 split after its boxes: objectness, then class scores
+            return _with_objectness(b.T, c.T, threshold)
         ids, scores = c.argmax(axis=0), c.max(axis=0)
-        keep = np.flatnonzero(scores >= threshold)
+        keep = np.flatnonzero(scores > threshold)
         return b[:, keep].T, scores[keep], ids[keep]
     a = np.asarray(outputs[where.boxes], dtype=np.float32)
     a = a.reshape(a.shape[-2:])
     if where.layout is YoloLayout.V8:
         cls = a[4:]
         ids, scores = cls.argmax(axis=0), cls.max(axis=0)
-        keep = np.flatnonzero(scores >= threshold)
+        keep = np.flatnonzero(scores > threshold)
         return a[:4, keep].T, scores[keep], ids[keep]
-    rows = a[a[:, 4] >= threshold]  # class scores are <= 1, so objectness bounds the score
-    ids = rows[:, 5:].argmax(axis=1)
-    scores = rows[:, 4] * rows[np.arange(len(rows)), 5 + ids]
-    keep = np.flatnonzero(scores >= threshold)
-    return rows[keep, :4], scores[keep], ids[keep]
+    return _with_objectness(a[:, :4], a[:, 4:], threshold)
+
+
+def _with_objectness(boxes: np.ndarray, scores: np.ndarray, threshold: float) -> tuple[np.ndarray, ...]:
+    """YOLOv5 rows: boxes (N, 4), then objectness and class scores (N, 1+C); score = objectness * best class."""
+    rows = np.flatnonzero(scores[:, 0] > threshold)  # class scores are <= 1, so objectness bounds the score
+    cls = scores[rows, 1:]
+    ids = cls.argmax(axis=1)
+    conf = scores[rows, 0] * cls[np.arange(len(rows)), ids]
+    keep = np.flatnonzero(conf > threshold)
+    return boxes[rows[keep]], conf[keep], ids[keep]
 
 
 def decode_yolo(output: np.ndarray | Sequence[np.ndarray], transform: Transform, *,
@@ -140,8 +152,10 @@ def decode_yolo(output: np.ndarray | Sequence[np.ndarray], transform: Transform,
     pixels after class-wise NMS.
 
     Score is the best class score ([1, 4+C, N], or boxes/scores outputs) or objectness times it
-    ([1, N, 5+C]). NMS runs on the boxes in model-input coordinates, before they are mapped
-    back and clipped (as Ultralytics' ``non_max_suppression`` then ``scale_boxes``).
+    ([1, N, 5+C]); candidates score above ``threshold``. As Ultralytics' ``non_max_suppression``
+    then ``scale_boxes``: the best ``MAX_NMS_CANDIDATES``, class-wise NMS (IoU above
+    ``iou_threshold`` suppresses) on the boxes in model-input coordinates, at most
+    ``max_detections`` kept, then mapped back and clipped.
     ``normalized`` None infers it: boxes whose coordinates stay within 1.5 are taken as
     fractions of the input, others as input pixels.
 
@@ -231,19 +245,31 @@ def _classes_then_scores(outputs: Sequence[np.ndarray], pair: list[int]) -> tupl
 
 
 def make_decoder(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None, *,
-                 labels: Sequence[str] | None = None, threshold: float = 0.5,
-                 iou_threshold: float | None = None, max_detections: int = 100, top_k: int = 5) -> Decoder:
+                 labels: Sequence[str] | None = None, threshold: float | None = None,
+                 iou_threshold: float | None = None, max_detections: int | None = None, top_k: int = 5) -> Decoder:
     """The decoder for a model with these outputs and edgekit metadata (None for third-party models).
 
+    ``threshold``, ``iou_threshold`` and ``max_detections`` of None come from the metadata
+    (``detection.score_threshold``, ``iou_threshold``, ``max_det``), else 0.5, 0.45 and 100.
+
     Raises:
-        ModelError: the output format is unknown or the outputs do not fit it.
-        InputError: a threshold is outside [0, 1].
+        ModelError: the output format is unknown or the outputs do not fit it, or the metadata's
+            values are not numbers.
+        InputError: a threshold is outside [0, 1], or max_detections below 1.
     """
+    meta = metadata or {}
+    det = meta.get("detection") if isinstance(meta.get("detection"), Mapping) else {}
+    try:
+        threshold = float(det.get("score_threshold", DEFAULT_THRESHOLD)) if threshold is None else threshold
+        max_detections = int(det.get("max_det", DEFAULT_MAX_DETECTIONS)) if max_detections is None else max_detections
+    except (TypeError, ValueError):
+        raise ModelError(f"the model's metadata has detection.score_threshold {det.get('score_threshold')!r} and "
+                         f"max_det {det.get('max_det')!r}; they must be numbers") from None
     for name, value in (("threshold", threshold), ("iou_threshold", iou_threshold)):
         if value is not None and not 0.0 <= value <= 1.0:
             raise InputError(f"{name} must be between 0 and 1, got {value}")
-    meta = metadata or {}
-    det = meta.get("detection") if isinstance(meta.get("detection"), Mapping) else {}
+    if max_detections < 1:
+        raise InputError(f"max_detections must be at least 1, got {max_detections}")
     fmt = detect_format(outputs, meta)
     labs = tuple(labels or ())
     if fmt is OutputFormat.SSD:

@@ -12,7 +12,8 @@ from typing import TypeVar
 
 from edgekit.errors import InputError
 
-__all__ = ["Choice", "Task", "OutputFormat", "BoxFormat", "YoloLayout", "ResizeMode", "ColorOrder", "Layout"]
+__all__ = ["Choice", "Task", "OutputFormat", "BoxFormat", "YoloLayout", "ResizeMode", "ColorOrder", "Layout",
+           "Interpolation", "BoxMapping"]
 
 C = TypeVar("C", bound="Choice")
 
@@ -98,6 +99,31 @@ class ColorOrder(Choice):
 
     RGB = "RGB"
     BGR = "BGR"
+
+
+class Interpolation(Choice):
+    """How a frame is shrunk into the input (metadata ``preprocessing.interpolation``).
+
+    AUTO: bilinear, or pixel-area averaging past a 3x shrink (less aliasing, ~7x the cost).
+    LINEAR: always bilinear, as Ultralytics' ``predict`` (LetterBox) does. AREA: always averaging.
+    """
+
+    AUTO = "auto"
+    LINEAR = "linear"
+    AREA = "area"
+
+
+class BoxMapping(Choice):
+    """How letterboxed boxes go back to the image (metadata ``preprocessing.box_mapping``).
+
+    EXACT: through the content's own scale (``round(w * gain) / w``) and offset, the inverse of
+    what the image went through. ULTRALYTICS: ``scale_boxes`` of Ultralytics' ``predict``, one gain
+    and the pad ``round((input - w * gain) / 2 - 0.1)``; differs from EXACT by under half an
+    input pixel, and gives Ultralytics' numbers for its models.
+    """
+
+    EXACT = "exact"
+    ULTRALYTICS = "ultralytics"
 
 
 class Layout(Choice):

@@ -139,13 +139,15 @@ class YoloOutputs:
     """Where a YOLO model's numbers are: one raw head (``boxes == scores``), or two outputs.
 
     ``layout`` is the raw head's; for two outputs ``transposed`` says they are (1, N, 4) and
-    (1, N, C) rather than (1, 4, N) and (1, C, N).
+    (1, N, C) rather than (1, 4, N) and (1, C, N), and ``objectness`` that the scores output
+    starts with YOLOv5's objectness (a [1, N, 5+C] head split after its boxes).
     """
 
     boxes: int
     scores: int
     layout: YoloLayout = YoloLayout.V8
     transposed: bool = False
+    objectness: bool = False
 
     @property
     def split(self) -> bool:
@@ -158,7 +160,8 @@ def yolo_outputs(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | No
 
     Two outputs are boxes and scores: the metadata's ``detection.outputs`` (``["boxes",
     "scores"]`` in output order) says which is which; else the one whose short side is 4 is
-    the boxes (the first, when both are).
+    the boxes (the first, when both are). The scores start with an objectness score when the
+    metadata's ``detection.objectness`` is true, or when they are one longer than the labels.
 
     Raises:
         ModelError: the outputs are neither one raw head nor a boxes/scores pair.
@@ -177,4 +180,6 @@ def yolo_outputs(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | No
         boxes = [str(r) for r in roles].index("boxes")
     else:
         boxes = 0 if shapes[0][side] == 4 else 1
-    return YoloOutputs(boxes, 1 - boxes, YoloLayout.V8, transposed)
+    named = det.get("objectness") if isinstance(det, Mapping) else None
+    objectness = bool(named) if named is not None else bool(num_labels and shapes[1 - boxes][side] == num_labels + 1)
+    return YoloOutputs(boxes, 1 - boxes, YoloLayout.V8, transposed, objectness)

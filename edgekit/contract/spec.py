@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, NamedTuple, Protocol
 
 import numpy as np
 
-from edgekit.contract.enums import ColorOrder, Layout, ResizeMode
+from edgekit.contract.enums import BoxMapping, ColorOrder, Interpolation, Layout, ResizeMode
 from edgekit.errors import InputError, ModelError
 
-__all__ = ["LETTERBOX_PAD", "Normalization", "Transform", "ImageInput", "TensorLike", "plan_resize", "image_input",
-           "resize_mode"]
+__all__ = ["LETTERBOX_PAD", "Normalization", "Transform", "ImageInput", "TensorLike", "ResizePlan", "plan_resize",
+           "image_input", "resize_mode", "interpolation", "box_mapping"]
 
 # Letterbox borders are gray 114: what YOLO-family models see in training (Ultralytics' LetterBox).
 LETTERBOX_PAD = 114
@@ -115,11 +115,12 @@ def _finite_number(v: Any) -> bool:
 
 @dataclass(frozen=True)
 class Transform:
-    """The exact mapping between source-image pixels and model-input pixels.
+    """The mapping between source-image pixels and model-input pixels.
 
-    ``input = source * scale + pad`` on each axis, in continuous pixel coordinates.
-    For LETTERBOX the two scales are the content's real size over the source's, so they
-    differ by the rounding of the content size at most.
+    ``input = source * scale + pad`` on each axis, in continuous pixel coordinates. For
+    LETTERBOX the two scales are the content's real size over the source's (they differ by the
+    rounding of the content size at most), or, with :attr:`BoxMapping.ULTRALYTICS`, Ultralytics'
+    ``scale_boxes`` gain and pad (see :func:`plan_resize`).
     """
 
     src_size: tuple[int, int]  # (width, height) of the source image
@@ -165,21 +166,65 @@ def _as_boxes(boxes: np.ndarray) -> np.ndarray:
     return b
 
 
-def plan_resize(src_hw: tuple[int, int], dst_wh: tuple[int, int], mode: ResizeMode) -> tuple[Transform, int, int]:
-    """The transform for an image of (height, width) ``src_hw`` into an input of (width, height)
-    ``dst_wh``, and the size (width, height) of the image's content inside the input.
+class ResizePlan(NamedTuple):
+    """Where an image goes in the input: its transform, and the content's place (x0, y0) and size."""
 
-    LETTERBOX is Ultralytics' ``LetterBox(auto=False, center=True)``: one scale, content size
-    rounded, padding split with the odd pixel on the right/bottom.
+    transform: Transform
+    x0: int
+    y0: int
+    width: int
+    height: int
+
+
+def plan_resize(src_hw: tuple[int, int], dst_wh: tuple[int, int], mode: ResizeMode,
+                boxes: BoxMapping = BoxMapping.EXACT) -> ResizePlan:
+    """The plan for an image of (height, width) ``src_hw`` into an input of (width, height) ``dst_wh``.
+
+    LETTERBOX is Ultralytics' ``LetterBox(auto=False, center=True)``: gain ``min(dw / w, dh / h)``,
+    content ``round(w * gain)`` x ``round(h * gain)``, padding split with the odd pixel on the
+    right/bottom. Boxes go back through the content's scales and offset (EXACT), or through
+    Ultralytics' ``scale_boxes``: the gain, and pad ``round((dw - w * gain) / 2 - 0.1)``.
     """
     h, w = src_hw
     dw, dh = dst_wh
     if mode is ResizeMode.STRETCH:
-        return Transform((w, h), (dw, dh), dw / w, dh / h), dw, dh
-    scale = min(dw / w, dh / h)
-    nw, nh = max(1, min(dw, round(w * scale))), max(1, min(dh, round(h * scale)))
-    tf = Transform((w, h), (dw, dh), nw / w, nh / h, float((dw - nw) // 2), float((dh - nh) // 2))
-    return tf, nw, nh
+        return ResizePlan(Transform((w, h), (dw, dh), dw / w, dh / h), 0, 0, dw, dh)
+    gain = min(dw / w, dh / h)
+    nw, nh = max(1, min(dw, round(w * gain))), max(1, min(dh, round(h * gain)))
+    x0, y0 = (dw - nw) // 2, (dh - nh) // 2
+    if boxes is BoxMapping.ULTRALYTICS:
+        tf = Transform((w, h), (dw, dh), gain, gain, float(round((dw - w * gain) / 2 - 0.1)),
+                       float(round((dh - h * gain) / 2 - 0.1)))
+    else:
+        tf = Transform((w, h), (dw, dh), nw / w, nh / h, float(x0), float(y0))
+    return ResizePlan(tf, x0, y0, nw, nh)
+
+
+def _named(metadata: Mapping[str, Any] | None, key: str, enum: Any, default: Any) -> Any:
+    pre = (metadata or {}).get("preprocessing")
+    named = pre.get(key) if isinstance(pre, Mapping) else None
+    try:
+        return enum.parse(named) if named else default
+    except InputError as exc:
+        raise ModelError(f"the model's metadata has preprocessing.{key} {named!r}: {exc}") from None
+
+
+def interpolation(metadata: Mapping[str, Any] | None) -> Interpolation:
+    """The metadata's ``preprocessing.interpolation``, else AUTO.
+
+    Raises:
+        ModelError: the metadata names an unknown interpolation.
+    """
+    return _named(metadata, "interpolation", Interpolation, Interpolation.AUTO)
+
+
+def box_mapping(metadata: Mapping[str, Any] | None) -> BoxMapping:
+    """The metadata's ``preprocessing.box_mapping``, else EXACT.
+
+    Raises:
+        ModelError: the metadata names an unknown mapping.
+    """
+    return _named(metadata, "box_mapping", BoxMapping, BoxMapping.EXACT)
 
 
 def resize_mode(value: ResizeMode | str | None, metadata: Mapping[str, Any] | None = None) -> ResizeMode:

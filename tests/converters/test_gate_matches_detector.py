@@ -31,7 +31,8 @@ def _image_folder(root: Path, n: int) -> list[Path]:
 
 @pytest.mark.slow
 @pytest.mark.needs_tf
-def test_gate_map_equals_detector_map_on_the_same_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("split_head", [True, False])  # the converter splits a YOLO head's boxes and scores
+def test_gate_map_equals_detector_map_on_the_same_files(tmp_path: Path, split_head: bool) -> None:
     pytest.importorskip("tensorflow")
     from edgekit import Detector, load_image
     from edgekit.converters import ConvertOptions, PreprocessingOverrides, convert
@@ -39,13 +40,15 @@ def test_gate_map_equals_detector_map_on_the_same_files(tmp_path: Path) -> None:
 
     files = _image_folder(tmp_path / "val", 20)
     model = yolo_head(seed=1)
-    opts = ConvertOptions(task="detect", preprocessing=PreprocessingOverrides(resize="letterbox"), progress=False)
+    opts = ConvertOptions(task="detect", preprocessing=PreprocessingOverrides(resize="letterbox"), progress=False,
+                          split_head=split_head)
     common = dict(calibration=tmp_path / "val", validation=tmp_path / "val", options=opts)
     q = convert(model, tmp_path / "int8.tflite", mode="int8", **common)
     f = convert(model, tmp_path / "float.tflite", mode="float32", **common)
     assert q.metrics.samples == len(files) and q.metrics.map50 is not None
     assert q.metadata["detection"] == f.metadata["detection"]
     assert q.metadata["preprocessing"]["resize"] == "letterbox"
+    assert ("outputs" in q.metadata["detection"]) is split_head  # two outputs, read as YOLOv5 (objectness)
 
     with Detector.create_from_model_path(f.output, threshold=0.25) as fd, \
             Detector.create_from_model_path(q.output, threshold=0.05) as qd:

@@ -136,3 +136,18 @@ def test_map50_takes_detections_and_is_one_against_itself() -> None:
     d = Detections(np.array([[0, 0, 10, 10], [20, 20, 30, 30]], np.float32), np.array([0.9, 0.6]), np.array([0, 1]))
     assert map50([d, Detections.empty()], [d, Detections.empty()]) == 1.0
     assert map50([Detections.empty()], [d]) is None
+
+
+@pytest.mark.parametrize("meta, labels", [({"detection": {"objectness": True}}, None), (None, ["a", "b", "c"])])
+def test_a_yolov5_head_split_after_its_boxes_keeps_its_objectness(meta: dict | None, labels: list | None) -> None:
+    rng = np.random.default_rng(3)
+    n = 300
+    rows = np.concatenate([rng.uniform(0, 1, (n, 2)), rng.uniform(0.02, 0.3, (n, 2)),
+                           rng.uniform(0, 1, (n, 4)) ** 2], axis=1).astype(np.float32)[None]  # [1, N, 5+3]
+    tf = Transform((320, 240), (64, 64), 0.2, 0.2, 0.0, 8.0)
+    whole = make_decoder(_specs((1, n, 8)), None, labels=labels, threshold=0.2)([rows], tf)
+    split = make_decoder(_specs((1, n, 4), (1, n, 4)), meta, labels=labels, threshold=0.2)(
+        [rows[..., :4], rows[..., 4:]], tf)
+    assert len(whole) > 5
+    np.testing.assert_array_equal(split.scores, whole.scores)
+    np.testing.assert_array_equal(split.xyxy, whole.xyxy)
