@@ -266,6 +266,7 @@ class _Task:
         try:
             self._engine = self._build_engine(self.model)
             self.warmup_ms = self._engine.warm_up(options.warmup)
+            self._check_values()
         except BaseException:
             self.model.close()
             raise
@@ -276,6 +277,27 @@ class _Task:
     def _build_engine(self, model: Model) -> ModelEngine:
         """The engine for ``model`` (a task of another kind, e.g. edgekit.tasks_vision's, builds its own)."""
         return make_engine(model, self.options)
+
+    def _output_format(self) -> OutputFormat:
+        return detect_format(self.model.outputs, self.model.metadata)
+
+    def _check_values(self) -> None:
+        """Shapes can agree by chance, values seldom do: run a gray frame and look at the outputs.
+
+        Raises:
+            ModelError: they cannot be the format's (see edgekit.contract.readings.implausible).
+        """
+        from edgekit.contract.readings import implausible
+
+        fmt = self._output_format()
+        w, h = self._engine.size
+        with self._engine.lock:
+            self._engine.write(np.full((h, w, 3), 128, np.uint8))
+            why = implausible(fmt, self._engine.infer(), quantized=any(o.quantized for o in self.model.outputs))
+        if why:
+            raise ModelError(f"model {self.model.path!r} has the outputs of a {fmt.value} model, but {why}; if it "
+                             "is another kind of model, say which with `edgekit meta MODEL --output-format FORMAT`")
+
 
     @property
     def labels(self) -> list[str] | None:

@@ -26,7 +26,7 @@ import numpy as np
 
 from edgekit.contract import OutputFormat, ResizeMode, Task, Transform, resize_mode
 from edgekit.contract.keypoints import PoseLayout, Poses, decode_poses, pose_layout
-from edgekit.contract.readings import implausible, read_outputs
+from edgekit.contract.readings import read_outputs
 from edgekit.contract.segmentation import SegmentationLayout, decode_segmentation, segmentation_layout
 from edgekit.errors import InputError, ModelError
 from edgekit.runtimes.model import Model
@@ -128,21 +128,8 @@ def make_vision_engine(model: Model, options: SegmenterOptions | PoseEstimatorOp
 class _VisionTask(_Task):
     _format: OutputFormat
 
-    def __init__(self, options: SegmenterOptions | PoseEstimatorOptions) -> None:
-        super().__init__(options)  # type: ignore[arg-type]
-        try:  # shapes can agree by chance, values seldom do: look at the outputs for a gray frame
-            w, h = self._engine.size
-            with self._engine.lock:
-                self._engine.write(np.full((h, w, 3), 128, np.uint8))
-                why = implausible(self._format, self._engine.infer())
-        except BaseException:
-            self.close()
-            raise
-        if why:
-            self.close()
-            raise ModelError(f"model {str(options.model)!r} has the outputs of a {self._format.value} model, but "
-                             f"{why}; if it is another kind of model, say which with `edgekit meta MODEL "
-                             "--output-format FORMAT`")
+    def _output_format(self) -> OutputFormat:
+        return self._format
 
     def _build_engine(self, model: Model) -> ModelEngine:
         return make_vision_engine(model, self.options)  # type: ignore[arg-type]

@@ -250,15 +250,26 @@ def anchor_spec(reading: Reading, metadata: Mapping[str, Any] | None) -> AnchorS
                      f"`edgekit meta MODEL --anchors PRESET|FILE.json` (presets: {', '.join(ANCHOR_PRESETS)})")
 
 
-def implausible(fmt: OutputFormat, outputs: Sequence[np.ndarray]) -> str | None:
+def implausible(fmt: OutputFormat, outputs: Sequence[np.ndarray], *, quantized: bool = False) -> str | None:
     """Why these output values (dequantized, from a real inference) cannot be ``fmt``'s, or None.
 
-    Shapes and types can agree by chance; values seldom do: MoveNet's keypoints are fractions of
-    the input with scores in [0, 1], a class map holds ids >= 0, scores and boxes are finite.
+    Shapes and types can agree by chance; values seldom do: a float YOLO head's class scores are
+    in [0, 1] (a quantized one may hold them in its boxes' scale, which the converter warns of),
+    MoveNet's keypoints are fractions of the input with scores in [0, 1], a class map holds ids
+    >= 0, and nothing is NaN.
     """
     arrays = [np.asarray(a) for a in outputs]
     if any(a.dtype.kind == "f" and not np.all(np.isfinite(a)) for a in arrays):
         return "the outputs hold NaN or infinite values"
+    if fmt is OutputFormat.YOLO and len(arrays) == 1 and arrays[0].ndim == 3 and not quantized:
+        from edgekit.contract.enums import YoloLayout
+        from edgekit.contract.recognize import yolo_layout
+
+        a = arrays[0][0].astype(np.float32)
+        scores = a[4:] if yolo_layout(arrays[0].shape) is YoloLayout.V8 else a[:, 4:]
+        if scores.size and (scores.min() < -0.01 or scores.max() > 1.01):
+            return (f"its scores run from {scores.min():.3g} to {scores.max():.3g}, where a YOLO head's are "
+                    "0..1 (after the sigmoid)")
     if fmt is OutputFormat.KEYPOINTS and arrays:
         a = arrays[0].astype(np.float32)
         if a.ndim == 4:  # [1, 1, K, 3]: y, x, score

@@ -142,3 +142,17 @@ def test_values_that_cannot_be_the_format(fmt, arrays, fragment):
 
     why = implausible(fmt, arrays)
     assert (why is None) if fragment is None else (fragment in why)
+
+
+@pytest.mark.parametrize("arrays, quantized, fragment", [
+    ([np.random.default_rng(0).uniform(0, 1, (1, 84, 100)).astype(np.float32)], False, None),
+    ([np.random.default_rng(0).normal(0, 5, (1, 84, 100)).astype(np.float32)], False, "where a YOLO head's are 0..1"),
+    ([np.random.default_rng(0).normal(0, 5, (1, 84, 100)).astype(np.float32)], True, None),  # the converter's warning
+    ([np.random.default_rng(0).uniform(0, 1, (1, 100, 85)).astype(np.float32) * np.r_[[640.0] * 4, [1.0] * 81]],
+     False, None),  # boxes in input pixels, then objectness and class scores
+])
+def test_yolo_scores_must_be_fractions(arrays, quantized, fragment):
+    from edgekit.contract.readings import implausible
+
+    why = implausible(OutputFormat.YOLO, arrays, quantized=quantized)
+    assert (why is None) if fragment is None else (fragment in why)
