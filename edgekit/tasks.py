@@ -298,7 +298,6 @@ class _Task:
             raise ModelError(f"model {self.model.path!r} has the outputs of a {fmt.value} model, but {why}; if it "
                              "is another kind of model, say which with `edgekit meta MODEL --output-format FORMAT`")
 
-
     @property
     def labels(self) -> list[str] | None:
         """The labels in use (by class id), or None when the model has none."""
