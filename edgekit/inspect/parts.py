@@ -216,6 +216,7 @@ class PartInspector:
         self._numbering = numbering or itertools.count(1).__next__
         self._parts: dict[int, _Part] = {}
         self._part_set, self._defect_set = set(options.parts), set(options.defects)
+        self._no_defects = Detections.empty()
 
     @property
     def following(self) -> int:
@@ -225,20 +226,22 @@ class PartInspector:
     def update(self, detections: Detections, *, frame: int, timestamp: float, captured_at: float,
                image_bgr: np.ndarray | None = None) -> PartsFrame:
         """Feed one frame's detections (all classes); returns the frame's parts, defects and verdicts."""
-        labels = detections.labels
-        is_part = np.array([lab in self._part_set for lab in labels], dtype=bool).reshape(-1)
-        is_defect = np.array([lab in self._defect_set for lab in labels], dtype=bool).reshape(-1)
-        parts, defects = detections[is_part], detections[is_defect]
+        part_rows = [i for i, lab in enumerate(detections.labels) if lab in self._part_set]
+        defect_rows = [i for i, lab in enumerate(detections.labels) if lab in self._defect_set]
+        parts = detections if len(part_rows) == len(detections) else detections[np.array(part_rows, np.int64)]
+        defects = detections[np.array(defect_rows, np.int64)] if defect_rows else self._no_defects
         if self.options.drop_merged and len(parts) > 2:
             parts = parts[~_merged(parts.xyxy)]
         tracked = self.tracker.update(parts)
-        owners = self._owners(parts, tracked.track_ids, defects)
-        for i, tid in enumerate(tracked.track_ids.tolist()):
+        part_boxes, ids = parts.xyxy.tolist(), tracked.track_ids.tolist()
+        owners = self._owners(part_boxes, ids, defects.xyxy.tolist())
+        scores = parts.scores.tolist()
+        for i, tid in enumerate(ids):
             if tid >= 0:
-                self._see(tid, parts, i, frame, timestamp, image_bgr)
+                self._see(tid, parts.labels[i], part_boxes[i], scores[i], frame, timestamp, image_bgr)
         self._add_defects(defects, owners)
-        confirmed = tracked.track_ids >= 0
-        crossings = self.line.update(tracked.track_ids[confirmed], parts.xyxy[confirmed])
+        confirmed = [i for i, tid in enumerate(ids) if tid >= 0]
+        crossings = self.line.update([ids[i] for i in confirmed], [part_boxes[i] for i in confirmed])
         verdicts = []
         for c in crossings:
             part = self._parts.get(c.track_id)
@@ -247,43 +250,39 @@ class PartInspector:
         for tid in tracked.ended:
             self._parts.pop(tid, None)
         self.line.forget(list(tracked.ended))
-        return PartsFrame(tracked, defects, owners, tuple(verdicts))
+        return PartsFrame(tracked, defects, np.array(owners, dtype=np.int64), tuple(verdicts))
 
-    def _owners(self, parts: Detections, track_ids: np.ndarray, defects: Detections) -> np.ndarray:
+    def _owners(self, parts: list[list[float]], track_ids: list[int], defects: list[list[float]]) -> list[int]:
         """The track id of the part holding each defect (-1: no part holds enough of it)."""
-        owners = np.full(len(defects), -1, dtype=np.int64)
-        if not len(defects) or not len(parts):
-            return owners
-        d, p = defects.xyxy.astype(np.float64), parts.xyxy.astype(np.float64)
-        tl = np.maximum(d[:, None, :2], p[None, :, :2])
-        br = np.minimum(d[:, None, 2:], p[None, :, 2:])
-        inter = np.prod(np.clip(br - tl, 0, None), axis=2)
-        area = np.prod(np.clip(d[:, 2:] - d[:, :2], 1e-9, None), axis=1)
-        share = inter / area[:, None]
-        best = share.argmax(axis=1)  # a part that is not on a track yet may still own the defect
-        held = share[np.arange(len(d)), best] >= self.options.min_overlap
-        owners[held] = track_ids[best[held]]
+        owners = []
+        for dx1, dy1, dx2, dy2 in defects:  # plain floats: a few boxes a frame
+            area = max(dx2 - dx1, 1e-9) * max(dy2 - dy1, 1e-9)
+            best, owner = -1.0, -1  # a part that is not on a track yet may still hold the defect
+            for (px1, py1, px2, py2), tid in zip(parts, track_ids):
+                share = max(min(dx2, px2) - max(dx1, px1), 0.0) * max(min(dy2, py2) - max(dy1, py1), 0.0) / area
+                if share > best:
+                    best, owner = share, tid
+            owners.append(owner if best >= self.options.min_overlap else -1)
         return owners
 
-    def _see(self, tid: int, parts: Detections, i: int, frame: int, timestamp: float,
+    def _see(self, tid: int, label: str, xyxy: list[float], score: float, frame: int, timestamp: float,
              image_bgr: np.ndarray | None) -> None:
         part = self._parts.get(tid)
         if part is None:
-            part = self._parts[tid] = _Part(parts.labels[i], frame, timestamp)
+            part = self._parts[tid] = _Part(label, frame, timestamp)
         part.last_frame, part.last_seen = frame, timestamp
         part.frames += 1
-        box = tuple(float(v) for v in parts.xyxy[i])
-        part.box = box  # type: ignore[assignment]
-        score = float(parts.scores[i])
+        box = (xyxy[0], xyxy[1], xyxy[2], xyxy[3])
+        part.box = box
         whole = image_bgr is not None and _inside(box, image_bgr.shape)
         if (whole, score) > (part.crop_whole, part.best_score):  # a whole view first, then the best score
             part.best_score, part.best_frame, part.crop_whole = score, frame, whole
             if self.options.crop and image_bgr is not None:
                 part.crop = _cut(image_bgr, box)
 
-    def _add_defects(self, defects: Detections, owners: np.ndarray) -> None:
+    def _add_defects(self, defects: Detections, owners: list[int]) -> None:
         best: dict[tuple[int, str], float] = {}  # (part, defect label) -> best score this frame
-        for tid, label, score in zip(owners.tolist(), defects.labels, defects.scores.tolist()):
+        for tid, label, score in zip(owners, defects.labels, defects.scores.tolist()):
             if tid >= 0 and tid in self._parts and score >= self.options.defect_threshold:
                 best[(tid, label)] = max(best.get((tid, label), 0.0), score)
         for (tid, label), score in best.items():

@@ -7,7 +7,7 @@ numpy alone. Both give an optimal assignment; the matrices a tracker builds are 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -80,26 +80,27 @@ def _solver() -> Callable[[np.ndarray], Any]:
 _SOLVE = _solver()
 
 
-def linear_assignment(cost: np.ndarray, thresh: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def linear_assignment(cost: Sequence[Sequence[float]] | np.ndarray,
+                      thresh: float) -> tuple[list[tuple[int, int]], list[int], list[int]]:
     """Match rows to columns at least cost, keeping only pairs whose cost is at most ``thresh``.
 
-    Returns (K, 2) matched (row, column) pairs, the unmatched rows and the unmatched columns.
-    Costs above ``thresh`` are clipped before solving so one impossible pair cannot pull the others
-    away from their best partners (as ByteTrack does).
+    ``cost``: an (N, M) array or N rows of M numbers. Returns the matched (row, column) pairs, the
+    unmatched rows and the unmatched columns. Costs above ``thresh`` are clipped before solving so
+    one impossible pair cannot pull the others away from their best partners (as ByteTrack does).
     """
-    n, m = cost.shape
-    if cost.size == 0:
-        return np.empty((0, 2), dtype=np.int64), np.arange(n), np.arange(m)
-    clipped = np.where(cost > thresh, thresh + 1e-4, cost)
+    rows_in = [list(map(float, r)) for r in cost]
+    n = len(rows_in)
+    m = len(rows_in[0]) if n else (np.shape(cost)[1] if np.ndim(cost) == 2 else 0)
+    if n == 0 or m == 0:
+        return [], list(range(n)), list(range(m))
+    clipped = [[c if c <= thresh else thresh + 1e-4 for c in r] for r in rows_in]
     if n == 1 or m == 1:  # one row or one column: the cheapest entry (no solver needed)
-        k = int(np.argmin(clipped))
-        rows, cols = np.array([k // m]), np.array([k % m])
+        flat = [c for r in clipped for c in r]
+        k = flat.index(min(flat))
+        pairs = [(k // m, k % m)]
     else:
-        rows, cols = _SOLVE(clipped)
-    keep = clipped[rows, cols] <= thresh
-    matches = np.empty((int(keep.sum()), 2), dtype=np.int64)
-    matches[:, 0], matches[:, 1] = rows[keep], cols[keep]
-    free_rows, free_cols = np.ones(n, dtype=bool), np.ones(m, dtype=bool)
-    free_rows[matches[:, 0]] = False
-    free_cols[matches[:, 1]] = False
-    return matches, np.flatnonzero(free_rows), np.flatnonzero(free_cols)
+        rows, cols = _SOLVE(np.array(clipped))
+        pairs = list(zip(rows.tolist(), cols.tolist()))
+    matches = [(r, c) for r, c in pairs if clipped[r][c] <= thresh]
+    used_rows, used_cols = {r for r, _ in matches}, {c for _, c in matches}
+    return matches, [r for r in range(n) if r not in used_rows], [c for c in range(m) if c not in used_cols]

@@ -35,7 +35,7 @@ import numpy as np
 from edgekit.errors import InputError
 from edgekit.results import Detections
 from edgekit.track.assign import box_iou, linear_assignment
-from edgekit.track.kalman import KalmanXYAH, xyah_to_xyxy, xyxy_to_xyah
+from edgekit.track.kalman import KalmanXYAH, box_of, xyah_of
 
 __all__ = ["ByteTracker", "Track", "TrackedDetections", "TrackerOptions", "TrackState", "Tracked"]
 
@@ -148,16 +148,12 @@ class _Track:
     __slots__ = ("mean", "cov", "score", "state", "activated", "key", "track_id", "frame", "start", "streak",
                  "det")
 
-    def __init__(self, xyah: np.ndarray, score: float, det: int) -> None:
-        self.mean: np.ndarray = xyah
-        self.cov: np.ndarray | None = None
+    def __init__(self, xyah: list[float], score: float, det: int) -> None:
+        self.mean = xyah  # cx, cy, a, h (a detection) and their velocities (a track)
+        self.cov: list[float] = []
         self.score, self.det = score, det
         self.state, self.activated = TrackState.NEW, False
         self.key, self.track_id, self.frame, self.start, self.streak = -1, -1, 0, 0, 0
-
-    @property
-    def box(self) -> np.ndarray:
-        return xyah_to_xyxy(self.mean[:4])
 
 
 class ByteTracker:
@@ -185,8 +181,7 @@ class ByteTracker:
 
     def tracks(self) -> list[Track]:
         """The confirmed tracks matched in the last frame, with their Kalman-filtered boxes."""
-        return [Track(t.track_id, tuple(float(v) for v in t.box), t.score, t.det)  # type: ignore[arg-type]
-                for t in self._tracked if t.activated]
+        return [Track(t.track_id, box_of(t.mean), t.score, t.det) for t in self._tracked if t.activated]
 
     def update(self, detections: Detections) -> Tracked:
         """Associate one frame's detections with the tracks; returns them with their track ids.
@@ -198,10 +193,13 @@ class ByteTracker:
             raise InputError(f"ByteTracker.update expects edgekit Detections, got {type(detections).__name__}")
         o = self.options
         self._frame += 1
-        xyah, scores = xyxy_to_xyah(detections.xyxy), detections.scores.tolist()
-        high = [_Track(xyah[i], scores[i], i) for i in np.flatnonzero(detections.scores > o.high_threshold).tolist()]
-        low = [_Track(xyah[i], scores[i], i) for i in np.flatnonzero(
-            (detections.scores > o.low_threshold) & (detections.scores < o.high_threshold)).tolist()]
+        high: list[_Track] = []
+        low: list[_Track] = []
+        for i, (box, score) in enumerate(zip(detections.xyxy.tolist(), detections.scores.tolist())):
+            if score > o.high_threshold:
+                high.append(_Track(xyah_of(*box), score, i))
+            elif o.low_threshold < score < o.high_threshold:
+                low.append(_Track(xyah_of(*box), score, i))
         for t in self._tracked + self._lost:
             t.det = -1
         unconfirmed = [t for t in self._tracked if not t.activated]
@@ -260,19 +258,14 @@ class ByteTracker:
         return Tracked(detections, ids, ended)
 
     def _predict(self, tracks: list[_Track]) -> None:
-        if not tracks:
-            return
-        means = np.stack([t.mean for t in tracks])
-        for i, t in enumerate(tracks):
+        for t in tracks:
             if t.state is not TrackState.TRACKED:
-                means[i, 7] = 0.0  # a lost box keeps its place and size, not its growth
-        means, covs = KalmanXYAH.predict(means, np.stack([t.cov for t in tracks]))
-        for t, mean, cov in zip(tracks, means, covs):
-            t.mean, t.cov = mean, cov
+                t.mean[7] = 0.0  # a lost box keeps its place and size, not its growth
+            KalmanXYAH.predict(t.mean, t.cov)
 
     def _take(self, track: _Track, det: _Track) -> bool:
         """Correct ``track`` with the box ``det`` (a match); True when the track was lost."""
-        track.mean, track.cov = KalmanXYAH.update(track.mean, track.cov, det.mean[:4])
+        KalmanXYAH.update(track.mean, track.cov, det.mean)
         track.score, track.det, track.frame = det.score, det.det, self._frame
         if track.state is TrackState.TRACKED:
             track.streak += 1
@@ -286,7 +279,7 @@ class ByteTracker:
 
     def _start(self, det: _Track) -> None:
         det.key, self._next_key = self._next_key, self._next_key + 1
-        det.mean, det.cov = KalmanXYAH.initiate(det.mean[:4])
+        det.mean, det.cov = KalmanXYAH.initiate(det.mean)
         det.state, det.streak = TrackState.TRACKED, 0
         det.activated = self._frame == 1
         if self.options.min_frames == 1:
@@ -298,22 +291,34 @@ class ByteTracker:
         return self._next_id - 1
 
 
-def _boxes(tracks: list[_Track]) -> np.ndarray:
-    return xyah_to_xyxy(np.array([t.mean[:4] for t in tracks]).reshape(-1, 4))
+def _iou_cost(tracks: list[_Track], dets: list[_Track]) -> list[list[float]] | np.ndarray:
+    """1 - IoU of every track's box with every detection's box (rows: tracks)."""
+    if not tracks:
+        return np.zeros((0, len(dets)))  # keeps the column count for the assignment
+    if not dets:
+        return [[] for _ in tracks]
+    a, b = [box_of(t.mean) for t in tracks], [box_of(d.mean) for d in dets]
+    if len(a) * len(b) > 256:  # many objects: numpy's vectorised IoU pays off
+        return (1.0 - box_iou(np.array(a), np.array(b))).tolist()
+    area_b = [(x2 - x1) * (y2 - y1) for x1, y1, x2, y2 in b]
+    out = []
+    for ax1, ay1, ax2, ay2 in a:
+        area_a = (ax2 - ax1) * (ay2 - ay1)
+        row = []
+        for (bx1, by1, bx2, by2), ab in zip(b, area_b):
+            inter = max(min(ax2, bx2) - max(ax1, bx1), 0.0) * max(min(ay2, by2) - max(ay1, by1), 0.0)
+            union = area_a + ab - inter
+            row.append(1.0 - (inter / union if union > 0 else 0.0))
+        out.append(row)
+    return out
 
 
-def _iou_cost(tracks: list[_Track], dets: list[_Track]) -> np.ndarray:
-    if not tracks or not dets:
-        return np.zeros((len(tracks), len(dets)))
-    return 1.0 - box_iou(_boxes(tracks), _boxes(dets))
-
-
-def _fused_cost(tracks: list[_Track], dets: list[_Track]) -> np.ndarray:
+def _fused_cost(tracks: list[_Track], dets: list[_Track]) -> list[list[float]] | np.ndarray:
     """1 - IoU x detection score: a weak box must overlap better to win."""
-    cost = _iou_cost(tracks, dets)
-    if cost.size == 0:
-        return cost
-    return 1.0 - (1.0 - cost) * np.array([d.score for d in dets])[None, :]
+    if not tracks:
+        return np.zeros((0, len(dets)))
+    scores = [d.score for d in dets]
+    return [[1.0 - (1.0 - c) * s for c, s in zip(row, scores)] for row in _iou_cost(tracks, dets)]
 
 
 def _join(a: list[_Track], b: list[_Track]) -> list[_Track]:
@@ -328,11 +333,12 @@ def _join(a: list[_Track], b: list[_Track]) -> list[_Track]:
 
 def _drop_duplicates(tracked: list[_Track], lost: list[_Track]) -> tuple[list[_Track], list[_Track]]:
     """A lost track sitting on a tracked one (IoU > 0.85): keep whichever was followed longer."""
-    cost = _iou_cost(tracked, lost)
     drop_a, drop_b = set(), set()
-    for i, j in zip(*np.nonzero(cost < 0.15)):
-        if tracked[i].frame - tracked[i].start > lost[j].frame - lost[j].start:
-            drop_b.add(j)
-        else:
-            drop_a.add(i)
+    for i, row in enumerate(_iou_cost(tracked, lost)):
+        for j, cost in enumerate(row):
+            if cost < 0.15:
+                if tracked[i].frame - tracked[i].start > lost[j].frame - lost[j].start:
+                    drop_b.add(j)
+                else:
+                    drop_a.add(i)
     return [t for i, t in enumerate(tracked) if i not in drop_a], [t for j, t in enumerate(lost) if j not in drop_b]

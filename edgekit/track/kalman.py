@@ -5,91 +5,75 @@ measurement is ``cx, cy, a, h``. Noise grows with the box height, so a near (lar
 further than a far one.
 
 Each of the four coordinates moves on its own (the motion and the noise never mix them), so the
-8x8 covariance of the textbook filter is four independent 2x2 blocks. They are kept as a (3, 4)
-array: per coordinate its position variance, position-velocity covariance and velocity variance.
-The figures are those of the full filter (the other entries stay exactly zero there); the work is
-a few numpy operations on 4-vectors instead of 8x8 products and a solve. Numpy only, float64.
+8x8 covariance of the textbook filter is four independent 2x2 blocks; they are kept as 12 numbers:
+per coordinate the position variance, then the position-velocity covariances, then the velocity
+variances. The figures are those of the full filter (its other entries stay exactly zero), and a
+track costs a few dozen float operations per frame: plain Python floats, faster than numpy calls
+on arrays this small (a tracker follows tens of objects, not thousands).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Sequence
 
-__all__ = ["KalmanXYAH", "xyxy_to_xyah", "xyah_to_xyxy"]
+__all__ = ["KalmanXYAH", "xyah_of", "box_of"]
 
 _POS, _VEL = 1.0 / 20, 1.0 / 160  # noise per pixel of box height, for position and velocity
 _A_POS, _A_VEL, _A_MEASURE = 1e-2, 1e-5, 1e-1  # the aspect ratio's own noise (not scaled by height)
 
 
-def xyxy_to_xyah(box: np.ndarray) -> np.ndarray:
-    """(..., 4) x1, y1, x2, y2 -> cx, cy, w/h, h."""
-    box = np.asarray(box, dtype=np.float64)
-    out = np.empty(box.shape)
-    w, h = box[..., 2] - box[..., 0], box[..., 3] - box[..., 1]
-    out[..., 0], out[..., 1] = box[..., 0] + w / 2, box[..., 1] + h / 2
-    out[..., 2], out[..., 3] = w / np.maximum(h, 1e-9), h
-    return out
+def xyah_of(x1: float, y1: float, x2: float, y2: float) -> list[float]:
+    """A box's cx, cy, w/h, h."""
+    w, h = x2 - x1, y2 - y1
+    return [x1 + w / 2, y1 + h / 2, w / max(h, 1e-9), h]
 
 
-def xyah_to_xyxy(xyah: np.ndarray) -> np.ndarray:
-    """(..., 4) cx, cy, w/h, h -> x1, y1, x2, y2."""
-    xyah = np.asarray(xyah, dtype=np.float64)
-    out = np.empty(xyah.shape)
-    h = xyah[..., 3]
-    w = xyah[..., 2] * h
-    out[..., 0], out[..., 1] = xyah[..., 0] - w / 2, xyah[..., 1] - h / 2
-    out[..., 2], out[..., 3] = out[..., 0] + w, out[..., 1] + h
-    return out
-
-
-def _scaled(h: np.ndarray, weight: float, aspect: float) -> np.ndarray:
-    """(..., 4) standard deviations: ``weight * h`` for cx, cy, h and ``aspect`` for a."""
-    h = np.asarray(h, dtype=np.float64)
-    std = np.empty(h.shape + (4,))
-    std[...] = (weight * h)[..., None]
-    std[..., 2] = aspect
-    return std
+def box_of(mean: Sequence[float]) -> tuple[float, float, float, float]:
+    """x1, y1, x2, y2 of a state or measurement (cx, cy, a, h, ...)."""
+    h = mean[3]
+    w = mean[2] * h
+    x1, y1 = mean[0] - w / 2, mean[1] - h / 2
+    return x1, y1, x1 + w, y1 + h
 
 
 class KalmanXYAH:
-    """Predict and correct (mean, covariance) pairs; stateless, one instance serves every track.
+    """Predict and correct one track's state in place; stateless.
 
-    A mean is (8,): cx, cy, a, h and their velocities. A covariance is (3, 4): per coordinate the
-    position variance, the position-velocity covariance and the velocity variance.
+    A mean is 8 floats (cx, cy, a, h and their velocities); a covariance is 12 floats (see the module).
     """
 
     @staticmethod
-    def initiate(measurement: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def initiate(measurement: Sequence[float]) -> tuple[list[float], list[float]]:
         """A new track's state from its first box (cx, cy, a, h): velocities 0, wide uncertainty."""
-        m = np.asarray(measurement, dtype=np.float64)
-        cov = np.zeros((3, 4))
-        cov[0] = np.square(2 * _scaled(m[3], _POS, _A_POS / 2))
-        cov[2] = np.square(10 * _scaled(m[3], _VEL, _A_VEL / 10))
-        return np.r_[m, np.zeros(4)], cov
+        h = measurement[3]
+        p, v = 2 * _POS * h, 10 * _VEL * h
+        a_p, a_v = 2 * (_A_POS / 2), 10 * (_A_VEL / 10)
+        cov = [p * p, p * p, a_p * a_p, p * p, 0.0, 0.0, 0.0, 0.0, v * v, v * v, a_v * a_v, v * v]
+        return [*measurement[:4], 0.0, 0.0, 0.0, 0.0], cov
 
     @staticmethod
-    def predict(means: np.ndarray, covs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One frame ahead for (N, 8) means and (N, 3, 4) covariances."""
-        h = means[:, 3]
-        pp, pv, vv = covs[:, 0], covs[:, 1], covs[:, 2]
-        new = np.empty_like(covs)
-        new[:, 0] = pp + 2 * pv + vv + np.square(_scaled(h, _POS, _A_POS))
-        new[:, 1] = pv + vv
-        new[:, 2] = vv + np.square(_scaled(h, _VEL, _A_VEL))
-        out = means.copy()
-        out[:, :4] += means[:, 4:]
-        return out, new
+    def predict(mean: list[float], cov: list[float]) -> None:
+        """One frame ahead."""
+        h = mean[3]
+        qp, qv = (_POS * h) ** 2, (_VEL * h) ** 2
+        for i, (q_pos, q_vel) in enumerate(((qp, qv), (qp, qv), (_A_POS ** 2, _A_VEL ** 2), (qp, qv))):
+            pp, pv, vv = cov[i], cov[4 + i], cov[8 + i]
+            cov[i] = pp + 2 * pv + vv + q_pos
+            cov[4 + i] = pv + vv
+            cov[8 + i] = vv + q_vel
+            mean[i] += mean[4 + i]
 
     @staticmethod
-    def update(mean: np.ndarray, cov: np.ndarray, measurement: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Correct one (8,) mean and (3, 4) covariance with a measured box (cx, cy, a, h)."""
-        pp, pv, vv = cov
-        s = pp + np.square(_scaled(mean[3], _POS, _A_MEASURE))
-        gain_p, gain_v = pp / s, pv / s
-        innovation = np.asarray(measurement, dtype=np.float64) - mean[:4]
-        new_mean = mean.copy()
-        new_mean[:4] += gain_p * innovation
-        new_mean[4:] += gain_v * innovation
-        new_cov = np.empty_like(cov)
-        new_cov[0], new_cov[1], new_cov[2] = pp - gain_p * pp, pv - gain_p * pv, vv - gain_v * pv
-        return new_mean, new_cov
+    def update(mean: list[float], cov: list[float], measurement: Sequence[float]) -> None:
+        """Correct with a measured box (cx, cy, a, h)."""
+        r = (_POS * mean[3]) ** 2
+        for i, noise in enumerate((r, r, _A_MEASURE ** 2, r)):
+            pp, pv, vv = cov[i], cov[4 + i], cov[8 + i]
+            s = pp + noise
+            gain_p, gain_v = pp / s, pv / s
+            innovation = measurement[i] - mean[i]
+            mean[i] += gain_p * innovation
+            mean[4 + i] += gain_v * innovation
+            cov[i] = pp - gain_p * pp
+            cov[4 + i] = pv - gain_p * pv
+            cov[8 + i] = vv - gain_v * pv

@@ -98,7 +98,7 @@ class _OncePerTrack:
             self._seen.pop(tid, None)
             self._fired.discard(tid)
 
-    def _fire(self, tid: int, way: Direction | ZoneEvent, point: np.ndarray) -> Crossing:
+    def _fire(self, tid: int, way: Direction | ZoneEvent, point: Sequence[float]) -> Crossing:
         self._fired.add(tid)
         self.count += 1
         return Crossing(tid, self.name, way, (float(point[0]), float(point[1])))
@@ -150,21 +150,27 @@ class CountingLine(_OncePerTrack):
 
     def update(self, track_ids: Any, boxes: Any) -> list[Crossing]:
         """The crossings this frame: tracks (ids >= 0, with their xyxy boxes) that crossed since last seen."""
-        ids = np.asarray(track_ids, dtype=np.int64).reshape(-1)
-        pts = self.anchor.point(boxes)
-        self._tick(ids.tolist())
-        sides = self.sides(pts)
-        along = (pts - self.start) @ self._d / float(self._d @ self._d)
+        ids = np.asarray(track_ids, dtype=np.int64).reshape(-1).tolist()
+        rows = np.asarray(boxes, dtype=np.float64).reshape(-1, 4).tolist()
+        self._tick(ids)
+        (sx, sy), (dx, dy) = self.start.tolist(), self._d.tolist()
+        length2 = dx * dx + dy * dy
+        bottom = self.anchor is Anchor.BOTTOM_CENTER
         out = []
-        for tid, side, t, pt in zip(ids.tolist(), sides.tolist(), along.tolist(), pts):
+        for tid, (x1, y1, x2, y2) in zip(ids, rows):  # plain floats: a handful of tracks per frame
+            px, py = (x1 + x2) / 2, (y2 if bottom else (y1 + y2) / 2)
+            rx, ry = px - sx, py - sy
+            cross = dx * ry - dy * rx
+            side = (cross > 0) - (cross < 0)
             if tid < 0 or side == 0:
                 continue
             before = self._state.get(tid)
             self._state[tid] = side
-            if before is None or before == side or tid in self._fired or not 0.0 <= t <= 1.0:
+            within = 0.0 <= (rx * dx + ry * dy) / length2 <= 1.0  # beside the segment's ends does not count
+            if before is None or before == side or tid in self._fired or not within:
                 continue
             if self._target in (0, side):
-                out.append(self._fire(tid, self._ways[side], pt))
+                out.append(self._fire(tid, self._ways[side], (px, py)))
         return out
 
 

@@ -112,8 +112,11 @@ def test_numpy_solver_is_optimal_like_scipy():
 def test_linear_assignment_refuses_costly_pairs():
     cost = np.array([[0.1, 0.9], [0.95, 0.99], [0.85, 0.2]])
     matches, rows, cols = linear_assignment(cost, 0.8)
-    assert matches.tolist() == [[0, 0], [2, 1]] and rows.tolist() == [1] and cols.tolist() == []
-    assert linear_assignment(np.zeros((0, 3)), 0.8)[2].tolist() == [0, 1, 2]
+    assert matches == [(0, 0), (2, 1)] and rows == [1] and cols == []
+    assert linear_assignment(cost.tolist(), 0.8) == (matches, rows, cols)
+    assert linear_assignment(np.zeros((0, 3)), 0.8) == ([], [], [0, 1, 2])
+    assert linear_assignment([[], []], 0.8) == ([], [0, 1], [])
+    assert linear_assignment([[0.9, 0.3, 0.3]], 0.8) == ([(0, 1)], [], [0, 2])  # the first of equal costs
     assert box_iou([[0, 0, 10, 10]], [[5, 0, 15, 10], [20, 20, 20, 30]]).tolist() == [[pytest.approx(1 / 3), 0.0]]
 
 
