@@ -24,6 +24,7 @@ import numpy as np
 from edgekit.contract.enums import Layout
 from edgekit.converters.source import PreprocessingHint, SourceModel
 from edgekit.converters.tflite_head import TFLiteReference, split_tflite_head
+from edgekit.converters.tflite_metadata import read_support_metadata
 from edgekit.errors import ConversionError, InputError, ModelError
 from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
 
@@ -145,8 +146,9 @@ def load_float_tflite(path: Path, input_size: tuple[int, int] | None = None,
 
 
 def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | None, PreprocessingHint | None]:
-    """Class names and preprocessing the file states: edgekit's own metadata, or the metadata.json
-    Ultralytics' exporter appends in a zip (names by class id; its models take RGB / 255, letterboxed)."""
+    """Class names and preprocessing the file states: edgekit's own metadata, TFLite Support metadata
+    (MediaPipe, Model Maker: NormalizationOptions and a label file), or the metadata.json Ultralytics'
+    exporter appends in a zip (names by class id; its models take RGB / 255, letterboxed)."""
     from edgekit.runtimes.metadata import read_metadata
 
     try:
@@ -159,6 +161,13 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
         hint = PreprocessingHint(tuple(float(v) for v in pre["mean"]), tuple(float(v) for v in pre["std"]),
                                  str(pre.get("resize", "stretch")), "the model's edgekit metadata")
         return (tuple(map(str, labels)) if labels else None), hint
+    support = read_support_metadata(data, parsed)  # MediaPipe / Model Maker files
+    if support is not None:
+        hint = None
+        if support.mean and support.std:
+            hint = PreprocessingHint(support.mean, support.std, "stretch",
+                                     "the model's TFLite metadata (NormalizationOptions)")
+        return support.labels, hint
     meta = _ultralytics_metadata(data)
     if meta is None:
         return None, None

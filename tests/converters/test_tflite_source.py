@@ -373,3 +373,82 @@ def test_a_recipe_on_a_keras_model_goes_through_the_quantizer(models: dict[str, 
     assert r.metadata["quantization"]["engine"] == "ai-edge-quantizer"
     sg = parse_tflite(out.read_bytes()).subgraphs[0]
     assert [sg.tensors[op.outputs[0]].type for op in sg.operators if op.opcode == "FULLY_CONNECTED"] == ["float32"]
+
+
+def _support_metadata(mean: list[float], std: list[float], labels_file: str) -> bytes:
+    """A TFLite Support metadata flatbuffer (metadata_schema.fbs, "M001") as MediaPipe's files carry:
+    NormalizationOptions on the input, a TENSOR_AXIS_LABELS file on the output."""
+    import flatbuffers
+
+    b = flatbuffers.Builder(256)
+
+    def floats(values: list[float]) -> int:
+        b.StartVector(4, len(values), 4)
+        for v in reversed(values):
+            b.PrependFloat32(v)
+        return b.EndVector()
+
+    def tables(items: list[int]) -> int:
+        b.StartVector(4, len(items), 4)
+        for it in reversed(items):
+            b.PrependUOffsetTRelative(it)
+        return b.EndVector()
+
+    m, s = floats(mean), floats(std)
+    b.StartObject(2)  # NormalizationOptions: mean, std
+    b.PrependUOffsetTRelativeSlot(0, m, 0)
+    b.PrependUOffsetTRelativeSlot(1, s, 0)
+    norm = b.EndObject()
+    b.StartObject(2)  # ProcessUnit: options_type (1 = NormalizationOptions), options
+    b.PrependUint8Slot(0, 1, 0)
+    b.PrependUOffsetTRelativeSlot(1, norm, 0)
+    units = tables([b.EndObject()])
+    b.StartObject(7)  # TensorMetadata (input): process_units is slot 4
+    b.PrependUOffsetTRelativeSlot(4, units, 0)
+    tensor_in = b.EndObject()
+    name = b.CreateString(labels_file)
+    b.StartObject(4)  # AssociatedFile: name, description, type (2 = TENSOR_AXIS_LABELS), locale
+    b.PrependUOffsetTRelativeSlot(0, name, 0)
+    b.PrependInt8Slot(2, 2, 0)
+    files = tables([b.EndObject()])
+    b.StartObject(7)  # TensorMetadata (output): associated_files is slot 6
+    b.PrependUOffsetTRelativeSlot(6, files, 0)
+    tensor_out = b.EndObject()
+    ins, outs = tables([tensor_in]), tables([tensor_out])
+    b.StartObject(7)  # SubGraphMetadata: input_tensor_metadata 2, output_tensor_metadata 3
+    b.PrependUOffsetTRelativeSlot(2, ins, 0)
+    b.PrependUOffsetTRelativeSlot(3, outs, 0)
+    subgraphs = tables([b.EndObject()])
+    b.StartObject(8)  # ModelMetadata: subgraph_metadata is slot 3
+    b.PrependUOffsetTRelativeSlot(3, subgraphs, 0)
+    b.Finish(b.EndObject(), file_identifier=b"M001")
+    return bytes(b.Output())
+
+
+def test_mediapipe_style_metadata_gives_normalization_and_labels(models: dict[str, Path], data: dict[str, Path],
+                                                                 work: Path) -> None:
+    import zipfile
+
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    from edgekit.converters import convert
+
+    m = schema.ModelT.InitFromPackedBuf(bytearray(models["nhwc"].read_bytes()), 0)
+    buf = schema.BufferT()
+    buf.data = np.frombuffer(_support_metadata([0.0], [1.0], "labels.txt"), np.uint8)  # raw pixels: it rescales
+    m.buffers.append(buf)
+    entry = schema.MetadataT()
+    entry.name, entry.buffer = "TFLITE_METADATA", len(m.buffers) - 1
+    m.metadata = [*(m.metadata or []), entry]
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    path = work / "mediapipe_style_float.tflite"
+    path.write_bytes(bytes(b.Output()))
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr("labels.txt", "\n".join(tiny.CLASSES) + "\n")
+    r = convert(path, work / "mediapipe_style_int8.tflite", calibration=data["cal"], validation=data["val"],
+                mode="int8", progress=False, diagnose=False)
+    assert r.preprocessing is not None and "TFLite metadata" in r.preprocessing.decided_by
+    assert r.preprocessing.std == (1.0, 1.0, 1.0) and r.labels == tiny.CLASSES
+    assert r.metrics.accuracy is not None and r.metrics.accuracy > 0.9  # pixels / 255 would not get there
