@@ -12,15 +12,21 @@ decoders from here, so the gate measures exactly what the device will do::
 Modules: :mod:`~edgekit.contract.enums` (Task, OutputFormat, BoxFormat, YoloLayout, ResizeMode,
 ColorOrder, Layout), :mod:`~edgekit.contract.spec` (Normalization, Transform, ImageInput, the
 letterbox geometry), :mod:`~edgekit.contract.recognize` (format from metadata, shapes, ops),
-:mod:`~edgekit.contract.decode` (SSD, YOLO + class-wise NMS, classification top-k),
-:mod:`~edgekit.contract.metrics` (mAP@0.5).
+:mod:`~edgekit.contract.readings` (the evidence behind it: shapes, dtypes, input size, labels,
+values; refusals where two readings fit), :mod:`~edgekit.contract.decode` (SSD, YOLO + class-wise
+NMS, classification top-k), :mod:`~edgekit.contract.segmentation` (class maps and per-class scores),
+:mod:`~edgekit.contract.keypoints` (MoveNet), :mod:`~edgekit.contract.anchors` (MediaPipe SSD
+anchors, box/keypoint decoding, weighted NMS), :mod:`~edgekit.contract.metrics` (mAP@0.5).
 
 The edgekit metadata (JSON in the flatbuffer's metadata table, written by ``edgekit convert``;
 every key optional, absent keys fall back to recognition from shapes):
 
-``task``              "classify" | "detect"
+``task``              "classify" | "detect" | "segment" | "pose"
 ``labels``            class names by class id
-``output_format``     "classes" | "ssd" | "yolo"
+``output_format``     "classes" | "ssd" | "yolo" | "segmentation" | "keypoints" | "anchors"
+``anchors``           {"ssd": SsdAnchorOptions, "decode": AnchorDecodeOptions} of a raw
+                      anchor model (MediaPipe's fields; ``edgekit meta --anchors`` writes them)
+``segmentation``      ``layout`` "class_map" | "scores" | "foreground" (when the shape is not enough)
 ``preprocessing``     ``input_size`` [w, h]; ``resize`` "stretch" | "letterbox" (gray 114,
                       centered, as Ultralytics' LetterBox(auto=False)); ``color`` "RGB" | "BGR";
                       ``mean``/``std`` (real = (pixel - mean) / std, per channel);
@@ -64,6 +70,7 @@ from edgekit.contract.enums import (
     YoloLayout,
 )
 from edgekit.contract.metrics import box_iou, map50
+from edgekit.contract.readings import AmbiguousOutputsError, Reading, read_outputs
 from edgekit.contract.recognize import (
     SSD_OP,
     YoloOutputs,
@@ -89,7 +96,7 @@ from edgekit.contract.spec import (
 )
 
 __all__ = [
-    "DEFAULT_IOU", "LETTERBOX_PAD", "SSD_OP",
+    "DEFAULT_IOU", "LETTERBOX_PAD", "SSD_OP", "AmbiguousOutputsError", "Reading", "read_outputs",
     "BoxFormat", "BoxMapping", "Choice", "ColorOrder", "Interpolation", "Layout", "OutputFormat", "ResizeMode", "Task",
     "YoloLayout", "Decoder", "ImageInput", "Normalization", "ResizePlan", "TensorLike", "Transform", "YoloOutputs",
     "batched_nms", "box_iou", "box_mapping", "decode_classes", "decode_ssd", "decode_yolo", "detect_format",
