@@ -23,6 +23,7 @@ from edgekit.contract.anchors import (
 )
 from edgekit.errors import InputError, ModelError
 from edgekit.preprocess import ResizeMode, Transform, fit
+from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
 
 # --- reference, written from MediaPipe's C++ (loops kept as they are there) ----------------------
 
@@ -274,3 +275,26 @@ def test_nothing_above_threshold_is_an_empty_answer():
     out = decode_anchors(np.zeros((1, 896, 16)), np.full((1, 896, 1), -10.0), spec,
                          Transform((128, 128), (128, 128), 1.0, 1.0))
     assert out.xyxy.shape == (0, 4) and out.keypoints.shape == (0, 6, 2)
+
+
+@pytest.mark.slow
+def test_a_real_tflite_face_model_on_a_real_photo_matches_the_reference(vision_models, shared_images):
+    """The test-built [1, 896, 16] + [1, 896, 1] model run on a photo: every decoded box within IoU 0.99 of
+    MediaPipe's calculators transcribed (boxes compared in the input's normalized coordinates)."""
+    from edgekit import load_image, load_model
+    from edgekit.preprocess import to_input
+
+    image = load_image(shared_images / "grace_hopper.bmp")
+    with load_model(vision_models.face, isolate=False) as m:
+        resized, _ = fit(image, (128, 128), ResizeMode.LETTERBOX)
+        m.input_view(0)[...] = to_input(resized, m.inputs[0])
+        m.invoke()
+        boxes, scores = m.output(0), m.output(1)
+    spec = ANCHOR_PRESETS["face-short-range"]
+    # A 10000-pixel square "frame" that is the input itself: boxes come back normalized x 10000 (clipped).
+    ours = decode_anchors(boxes, scores, spec, Transform((10_000, 10_000), (10_000, 10_000), 1.0, 1.0))
+    ref = sorted(ref_decode(boxes, scores, spec), key=lambda d: -d[1])
+    assert len(ours.scores) == len(ref) > 0
+    for got, (box, score, _, _) in zip(ours.xyxy / 10_000, ref):
+        clipped = tuple(min(max(v, 0.0), 1.0) for v in box)
+        assert _iou(got, clipped) >= 0.99 or (clipped[2] <= clipped[0] or clipped[3] <= clipped[1])
