@@ -23,12 +23,17 @@ MAX_METADATA_BYTES = 16 * 1024**2
 def read_metadata(data: bytes, parsed: TFLiteFile) -> dict[str, Any] | None:
     """The edgekit metadata of a parsed model, or None when it carries none.
 
+    A file without edgekit's entry but with the metadata Ultralytics' exporter appends (class
+    names, input size, task) gets it translated (:mod:`edgekit.contract.ultralytics`).
+
     Raises:
         ModelError: the metadata entry exists but is not a JSON object.
     """
     index = parsed.metadata.get(METADATA_NAME)
     if index is None:
-        return None
+        from edgekit.contract.ultralytics import from_ultralytics
+
+        return from_ultralytics(data)
     buf = parsed.buffers[index]
     if buf.size > MAX_METADATA_BYTES:
         raise ModelError(f"the model's edgekit metadata is {buf.size} bytes, more than the "

@@ -16,7 +16,8 @@ letterbox geometry), :mod:`~edgekit.contract.recognize` (format from metadata, s
 values; refusals where two readings fit), :mod:`~edgekit.contract.decode` (SSD, YOLO + class-wise
 NMS, classification top-k), :mod:`~edgekit.contract.segmentation` (class maps and per-class scores),
 :mod:`~edgekit.contract.keypoints` (MoveNet), :mod:`~edgekit.contract.anchors` (MediaPipe SSD
-anchors, box/keypoint decoding, weighted NMS), :mod:`~edgekit.contract.metrics` (mAP@0.5).
+anchors, box/keypoint decoding, weighted NMS), :mod:`~edgekit.contract.metrics` (mAP@0.5), :mod:`~edgekit.contract.ultralytics` (Ultralytics' own
+metadata in its .tflite exports, read as the edgekit metadata below when a file has none).
 
 The edgekit metadata (JSON in the flatbuffer's metadata table, written by ``edgekit convert``;
 every key optional, absent keys fall back to recognition from shapes):

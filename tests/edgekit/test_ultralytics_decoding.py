@@ -11,6 +11,7 @@ box clipped to nothing (wholly in the letterbox padding) is not reported.
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -163,17 +164,34 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             meta = {**META, "detection": {**META["detection"], "outputs": roles}}
         out[name] = folder / f"{name}.tflite"
         out[name].write_bytes(write_metadata(data, meta))
+        if name == "float32":  # as Ultralytics' exporter leaves it: its metadata zipped after the flatbuffer
+            out["ultralytics-zip"] = folder / "ultralytics.tflite"
+            out["ultralytics-zip"].write_bytes(data + _zip("metadata.json", json.dumps(ULTRALYTICS_META)))
     return out
 
 
+ULTRALYTICS_META = {"description": "Ultralytics YOLO11n model", "stride": 32, "task": "detect", "batch": 1,
+                    "imgsz": [SIZE, SIZE], "names": {"0": "a", "1": "b", "2": "c"}, "args": {"nms": False}}
+
+
+def _zip(name: str, text: str) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(name, text)
+    return buf.getvalue()
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["float32", "float16", "int8", "split-int8"])
+@pytest.mark.parametrize("name", ["float32", "float16", "int8", "split-int8", "ultralytics-zip"])
 def test_detector_reads_yolo_as_ultralytics_predict(models: dict[str, Path], shared_images: Path, name: str) -> None:
     from edgekit import Detector, load_image
 
     image = load_image(shared_images / "kite_and_cold.jpg")
     ref = ultralytics_predict(models[name], image, split=name.startswith("split"))
-    with Detector.create_from_model_path(models[name]) as det:  # no flags: the metadata says it all
+    with Detector.create_from_model_path(models[name]) as det:  # no flags: the metadata (ours or theirs) says it all
         assert (det.threshold, det.resize.value, det.labels) == (0.25, "letterbox", ["a", "b", "c"])
         got = det.detect(image)
     assert len(ref) > 10  # enough overlapping candidates survive to make NMS matter
