@@ -46,7 +46,8 @@ def test_wheel_contains_the_mapped_packages(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for must in ["edgekit/__init__.py", "edgekit/py.typed", "edgekit/cli.py",
                  "edgekit/runtimes/__init__.py", "edgekit/runtimes/model.py", "edgekit/runtimes/py.typed",
-                 "edgekit/converters/__init__.py"]:
+                 "edgekit/converters/__init__.py", "edgekit/inspect/dashboard/static/index.html",
+                 "edgekit/inspect/dashboard/static/app.js", "edgekit/inspect/dashboard/static/app.css"]:
         assert must in names, f"{must} missing from {wheel.name}"
     assert not any(n.startswith(("runtimes/", "converters/", "tests/")) for n in names)
     for folder, target in (("edgekit", "edgekit"), ("runtimes", "edgekit/runtimes"), ("converters", "edgekit/converters")):

@@ -104,6 +104,10 @@ def register(subparsers: Any) -> None:
                         "\"#id\" on --save/--show")
     p.add_argument("--save", metavar="OUT.avi", help="write the annotated video (MJPG .avi or mp4v .mp4)")
     p.add_argument("--show", action="store_true", help="show the annotated frames in a window")
+    p.add_argument("--serve", type=_serve, metavar="[HOST:]PORT",
+                   help="serve the live annotated view and the loop's figures as a web page on PORT (127.0.0.1 "
+                        "unless HOST is given; another HOST needs the token in EDGEKIT_DASHBOARD_TOKEN, or one is "
+                        "made up and printed)")
     p.add_argument("--summary-json", metavar="FILE", help="write the run's figures to FILE as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-frame lines, notes or summary on stderr")
     p.set_defaults(func=run)
@@ -124,6 +128,16 @@ def _source_spec(args: argparse.Namespace) -> SourceSpec:
                          f"{len(args.source)} paths including {next(s for s in specs if s.kind is not SourceKind.IMAGES)}")
     images = tuple(f for s in specs for f in s.images)
     return SourceSpec(SourceKind.IMAGES, f"{len(args.source)} paths", images=images)
+
+
+def _serve(text: str) -> tuple[str, int]:
+    from edgekit.inspect.dashboard.cellview import parse_serve
+
+    try:
+        return parse_serve(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PORT or HOST:PORT (e.g. 8080 or 0.0.0.0:8080), got {text!r}") \
+            from None
 
 
 def _tracker(threshold: float) -> ByteTracker:
@@ -255,7 +269,15 @@ def run(args: argparse.Namespace) -> int:
     source = VideoSource(spec)
     received: list[str] = []
     sinks: list[Sink] = [s for s in (writer, window) if s is not None]
+    served: Any = None  # the dashboard's sink (--serve)
     try:
+        if args.serve:  # a port that is taken fails before the model loads
+            from edgekit.inspect.dashboard.cellview import DashboardSink, detect_dashboard
+
+            dash = detect_dashboard(*args.serve, model_path=args.model).start()
+            served = DashboardSink(dash)
+            sinks.append(served)
+            print(f"edgekit detect: {dash.announce()}", file=sys.stderr, flush=True)
         with contextlib.nullcontext() if debug else _native_noise_dropped_on_failure():
             source.open()  # a camera that is not there fails before the model loads
         with _logging(args.quiet), _make_task(args) as task:
@@ -264,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
                 writer.fps = source.fps or 30.0
             if args.json:
                 sinks.append(JsonlSink(sys.stdout))
-            elif not args.quiet and not sinks:
+            elif not args.quiet and all(s is served for s in sinks):
                 sinks.append(_TextSink())
             stream: Stream = task.stream(source, max_frames=args.max_frames, duration=args.duration,
                                          performance=args.performance)

@@ -29,6 +29,7 @@ from edgekit.inspect.metrics import Metrics
 from edgekit.inspect.systemd import Watchdog
 
 if TYPE_CHECKING:  # OpenCV and the loop load when a cell opens, not when edgekit.inspect is imported
+    from edgekit.inspect.dashboard import Dashboard
     from edgekit.inspect.parts import PartVerdict
     from edgekit.inspect.perpart import PartsStage
     from edgekit.loop import LoopSummary
@@ -107,6 +108,7 @@ class Cell:
         self.model_dir = model_dir or config.model.dir
         self.watchdog = Watchdog()
         self.metrics: Metrics | None = None
+        self.dashboard: Dashboard | None = None  # the operator's page ([dashboard])
         self.published = 0  # decisions published as events so far
         self._given_detector = detector
         self._given_source = source
@@ -178,6 +180,10 @@ class Cell:
 
             cfg.parts.check_labels(list(labels) if labels else None)
             self.parts = stack.enter_context(PartsStage(cfg.parts, self.events, self.metrics, cfg.state_dir))
+        if cfg.dashboard is not None:
+            from edgekit.inspect.dashboard import cell_dashboard
+
+            self.dashboard = stack.enter_context(cell_dashboard(self, cfg.dashboard))
 
     def _options(self) -> DetectorOptions:
         from edgekit.tasks import DetectorOptions
@@ -261,6 +267,8 @@ class Cell:
                         if self._publish(decision):
                             yield decision
                     self._observe(result, processed)
+                    if self.dashboard is not None:  # hands over the newest frame; never waits for a viewer
+                        self.dashboard.observe(result, self.parts.last if self.parts is not None else None)
                     if time.monotonic() - last_queue > 1.0:
                         self._queue_gauges()
                         last_queue = time.monotonic()

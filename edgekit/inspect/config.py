@@ -24,6 +24,7 @@ from edgekit.inspect.triggers import PublishMode, TriggerMode
 from edgekit.sinks.mqtt import check_topic_part
 
 if TYPE_CHECKING:
+    from edgekit.inspect.dashboard.config import DashboardConfig
     from edgekit.inspect.partsconfig import PartsConfig
 
 __all__ = ["InspectionConfig", "SourceConfig", "ModelConfig", "TriggerConfig", "MetricsConfig",
@@ -94,6 +95,7 @@ class InspectionConfig:
     sinks: SinksConfig = field(default_factory=SinksConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     parts: PartsConfig | None = None  # per-part mode: [parts], [line], [plc]
+    dashboard: DashboardConfig | None = None  # [dashboard]: the operator's page (edgekit.inspect.dashboard)
 
     def check_labels(self, labels: list[str] | None) -> None:
         """Raises ConfigError when a rule counts a label the model does not have, or when rules
@@ -171,7 +173,7 @@ def _enum(t: Table, key: str, enum_cls: Any, default: Any) -> Any:
 def _build(top: Table) -> InspectionConfig:
     ctx = top.ctx
     top.allow("device", "state_dir", "source", "model", "zones", "rules", "trigger", "sinks", "metrics",
-              "parts", "line", "plc")
+              "parts", "line", "plc", "dashboard")
     device = top.get("device", str, socket.gethostname(), expect="a device id")
     try:
         check_topic_part("device", device)
@@ -188,7 +190,7 @@ def _build(top: Table) -> InspectionConfig:
         path=ctx.name, device=device, state_dir=str(state_dir), source=_source(src_t), model=_model(model_t),
         trigger=_trigger(trig_t) if trig_t else TriggerConfig(), zones=zones, rules=rules,
         sinks=parse_sinks(sinks_t, device, str(state_dir)) if sinks_t else SinksConfig(),
-        metrics=_metrics(met_t) if met_t else MetricsConfig(), parts=_parts(top, zones))
+        metrics=_metrics(met_t) if met_t else MetricsConfig(), parts=_parts(top, zones), dashboard=_dashboard(top))
     if config.source.width and config.source.height:
         for zone in zones:
             try:
@@ -206,6 +208,16 @@ def _parts(top: Table, zones: tuple[Zone, ...]) -> PartsConfig | None:
     src = top.data.get("source") if isinstance(top.data.get("source"), dict) else {}
     frame = (src.get("width"), src.get("height"))
     return parse_parts(top, zones, frame if all(isinstance(v, int) for v in frame) else None)
+
+
+def _dashboard(top: Table) -> DashboardConfig | None:
+    t = top.table("dashboard")
+    if t is None:
+        return None
+    from edgekit.inspect.dashboard.config import parse_dashboard
+
+    trig = top.data.get("trigger")
+    return parse_dashboard(t, on_demand=isinstance(trig, dict) and trig.get("mode") == TriggerMode.ON_DEMAND.value)
 
 
 def _missing(t: Table, key: str, expect: str) -> Any:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgekit.inspect.events import EventEmitter, EventKind, SequenceCounter
-from edgekit.inspect.parts import PartInspector, PartVerdict
+from edgekit.inspect.parts import PartInspector, PartsFrame, PartVerdict
 from edgekit.inspect.partsconfig import PartsConfig
 from edgekit.inspect.plc import GpioOutput, ModbusOutput, RejectOutput, Rejector, RejectReport, ReportKind
 
@@ -64,6 +64,7 @@ class PartsStage:
         self.inspector = PartInspector(parts.options, parts.line, numbering=self.numbers.next)
         self.metrics = _PartMetrics(metrics, parts) if metrics is not None else None
         self.counts = {"PASS": 0, "FAIL": 0}
+        self.last: PartsFrame | None = None  # the newest frame's tracked parts (the dashboard draws them)
         self.rejector: Rejector | None = None
         self._outputs = outputs
         self._checked_frame = False
@@ -107,6 +108,7 @@ class PartsStage:
             self._checked_frame = True
         frame = self.inspector.update(result.detections, frame=result.index, timestamp=result.timestamp,
                                       captured_at=result.capture_ts, image_bgr=image)
+        self.last = frame
         for verdict in frame.verdicts:
             self._publish(verdict)
         return list(frame.verdicts)

@@ -1,0 +1,176 @@
+"""The live view: the newest frame scaled down, annotated (boxes, track ids, zones, the counting line)
+and JPEG-encoded in a server thread, at most ``max_fps`` times a second however many viewers ask.
+
+Nothing here runs in the loop: a frame is drawn and encoded only when a viewer asks for one, and all
+viewers share each encoding. OpenCV releases the GIL while it resizes, draws and encodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+
+import numpy as np
+
+from edgekit.inspect.dashboard.state import LiveState
+
+if TYPE_CHECKING:
+    from edgekit.results import FrameResult
+
+__all__ = ["Encoded", "FrameEncoder", "Overlay", "OverlayLine", "annotate"]
+
+_ZONE = (255, 200, 0)  # BGR: a light blue
+_LINE = (0, 215, 255)  # BGR: amber
+
+
+class OverlayLine(NamedTuple):
+    """The counting line as drawn: its ends in frame pixels, its name and the way that counts."""
+
+    start: tuple[float, float]
+    end: tuple[float, float]
+    name: str
+    axis: tuple[float, float] = (0.0, 0.0)  # the counted direction (0, 0: either way)
+
+
+class Overlay(NamedTuple):
+    """What is drawn besides the boxes: named zones (polygons in frame pixels) and the counting line."""
+
+    zones: tuple[tuple[str, np.ndarray], ...] = ()
+    line: OverlayLine | None = None
+    gate: str | None = None  # the zone whose crossing judges a part (drawn thicker)
+    min_score: float = 0.0  # raw detections below it are not drawn
+
+
+class Encoded(NamedTuple):
+    version: int  # LiveState's frame version it was made from
+    frame: int  # the source's frame index
+    jpeg: bytes
+    made: float  # time.monotonic() when encoded
+
+
+def _scaled(result: Any, scale: float) -> Any:
+    if scale == 1.0 or not hasattr(result, "xyxy"):
+        return result
+    return dataclasses.replace(result, xyxy=result.xyxy * np.float32(scale))
+
+
+def annotate(result: FrameResult, extra: Any, overlay: Overlay, max_width: int) -> np.ndarray | None:
+    """The frame of ``result`` as BGR, at most ``max_width`` wide, with boxes, ids, zones and line drawn.
+
+    ``extra``: a :class:`~edgekit.inspect.parts.PartsFrame` (tracked parts and their defects are drawn
+    instead of the raw detections), or None. None when the result carries no image.
+    """
+    import cv2
+
+    from edgekit.results import Detections, draw
+
+    captured = result.captured
+    if captured is None:
+        return None
+    pixels = getattr(captured, "pixels", None)
+    image, bgr = pixels if pixels is not None else (result.frame_bgr, True)
+    if image is None:
+        return None
+    h, w = image.shape[:2]
+    scale = min(1.0, max_width / w)
+    if scale < 1.0:
+        out = cv2.resize(image, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
+    else:
+        out = image.copy()
+    if not bgr:
+        out = cv2.cvtColor(out, cv2.COLOR_RGB2BGR)
+    thick = max(1, round(2 * out.shape[1] / 640))
+    for name, polygon in overlay.zones:
+        pts = np.round(polygon * scale).astype(np.int32).reshape(-1, 1, 2)
+        cv2.polylines(out, [pts], True, _ZONE, thick * (2 if name == overlay.gate else 1), cv2.LINE_AA)
+        x, y = pts[:, 0, 0].min(), pts[:, 0, 1].min()
+        cv2.putText(out, name, (int(x) + 4, int(y) + 16), cv2.FONT_HERSHEY_SIMPLEX, 0.5, _ZONE, 1, cv2.LINE_AA)
+    if overlay.line is not None:
+        a = np.array(overlay.line.start) * scale
+        b = np.array(overlay.line.end) * scale
+        cv2.line(out, tuple(int(v) for v in np.round(a)), tuple(int(v) for v in np.round(b)), _LINE, thick + 1,
+                 cv2.LINE_AA)
+        axis = np.array(overlay.line.axis, dtype=np.float64)
+        mid = (a + b) / 2
+        if axis.any():
+            tip = mid + axis * max(20.0, 0.08 * out.shape[1])
+            cv2.arrowedLine(out, tuple(int(v) for v in mid), tuple(int(v) for v in tip), _LINE, thick + 1,
+                            cv2.LINE_AA, tipLength=0.35)
+        cv2.putText(out, overlay.line.name, (int(a[0]) + 4, int(a[1]) + 16), cv2.FONT_HERSHEY_SIMPLEX, 0.5, _LINE,
+                    1, cv2.LINE_AA)
+    if extra is not None and hasattr(extra, "parts"):  # a PartsFrame: parts with their track ids
+        for layer in (extra.defects, extra.parts.confirmed().as_detections()):
+            if len(layer):
+                draw(out, _scaled(layer, scale), bgr=True, copy=False, thickness=thick)
+        return out
+    shown = result.result
+    if isinstance(shown, Detections) and overlay.min_score > 0 and len(shown):
+        shown = shown[shown.scores >= overlay.min_score]
+    draw(out, _scaled(shown, scale), bgr=True, copy=False, thickness=thick)
+    return out
+
+
+class FrameEncoder:
+    """Encodes the newest frame of a :class:`LiveState` when asked, at most ``max_fps`` times a second.
+
+    Every caller within ``1 / max_fps`` of the last encoding gets that one, so five viewers cost what
+    one costs. Runs in the server's threads only.
+    """
+
+    def __init__(self, state: LiveState, overlay: Overlay, *, max_fps: float = 5.0, max_width: int = 960,
+                 quality: int = 75) -> None:
+        self.state, self.overlay = state, overlay
+        self.interval = 1.0 / max_fps
+        self.max_width, self.quality = max_width, quality
+        self.encoded = 0  # frames encoded so far
+        self._lock = threading.Lock()
+        self._cached: Encoded | None = None
+
+    def current(self) -> Encoded | None:
+        """The newest frame's JPEG, encoding it if the cached one is older than ``1 / max_fps``."""
+        import cv2
+
+        with self._lock:
+            latest = self.state.latest()
+            cached = self._cached
+            if latest is None:
+                return cached
+            if cached is not None and (cached.version == latest.version
+                                       or time.monotonic() - cached.made < self.interval):
+                return cached
+            image = annotate(latest.result, latest.extra, self.overlay, self.max_width)
+            if image is None:
+                return cached
+            ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, self.quality])
+            if not ok:
+                return cached
+            self.encoded += 1
+            self._cached = Encoded(latest.version, latest.result.index, buf.tobytes(), time.monotonic())
+            return self._cached
+
+    def wait_newer(self, after_version: int, timeout: float, closing: threading.Event) -> Encoded | None:
+        """A frame newer than ``after_version``, waiting up to ``timeout`` s (the current one then)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.current()
+            if got is not None and got.version > after_version:
+                return got
+            left = deadline - time.monotonic()
+            if left <= 0 or closing.is_set():
+                return got
+            closing.wait(min(left, self.interval / 2))
+
+
+def overlay_of(zones: Sequence[Any] = (), line: Any = None, min_score: float = 0.0) -> Overlay:
+    """The overlay of an inspection config's zones and its counting line or zone crossing."""
+    drawn = tuple((z.name, np.asarray(z.polygon, dtype=np.float64)) for z in zones)
+    gate, ol = None, None
+    if line is not None and hasattr(line, "start"):
+        axis = getattr(getattr(line, "direction", None), "axis", np.zeros(2))
+        ol = OverlayLine(tuple(map(float, line.start)), tuple(map(float, line.end)), line.name,
+                         tuple(map(float, axis)))
+    elif line is not None:
+        gate = getattr(getattr(line, "zone", None), "name", None)
+    return Overlay(drawn, ol, gate, min_score)
