@@ -108,6 +108,7 @@ class Cell:
         self.model_dir = model_dir or config.model.dir
         self.watchdog = Watchdog()
         self.metrics: Metrics | None = None
+        self.parts: PartsStage | None = None  # per-part mode (opened with the cell)
         self.dashboard: Dashboard | None = None  # the operator's page ([dashboard])
         self.published = 0  # decisions published as events so far
         self._given_detector = detector
@@ -320,6 +321,8 @@ class Cell:
         self._opened = False
         self.watchdog.stopping()
         try:
+            if self.parts is not None:  # rejects still due go out (and are reported) before "stopped"
+                self.parts.close()
             self.events.emit(EventKind.STATUS, {"state": "stopped", "decisions": self.published,
                                                 "error": str(error) if error else None})
         finally:

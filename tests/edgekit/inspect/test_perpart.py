@@ -193,3 +193,25 @@ def test_line_outside_the_frames_the_source_delivers(tmp_path: Path) -> None:
     with Cell(config, detector=_Detector([Detections.empty()], tmp_path / "model.tflite")) as cell:
         with pytest.raises(ConfigError, match=r"line 'line' \(cell.toml:13\) .* reaches outside the 640x400 frame"):
             list(cell.run())
+
+
+def test_stop_mid_run_loses_no_part_event_and_still_sends_due_rejects(tmp_path: Path, make_parts_belt,
+                                                                    modbus_server) -> None:
+    """What SIGTERM does (Cell.stop): the verdicts made so far are all in the sinks, and a reject queued
+    for a part still on its way to the ejector goes out before the cell closes."""
+    belt = make_parts_belt(11, n_parts=7)
+    _, text = _cell_files(tmp_path, f'[plc]\nhost = "127.0.0.1"\nport = {modbus_server.port}\ncoil = 2\n'
+                                    'delay = 0.3\npulse = 0\n')
+    config = parse_config(text, name="cell.toml", base=tmp_path)
+    seen = []
+    with Cell(config, detector=_Detector(belt.frames, tmp_path / "model.tflite")) as cell:
+        for verdict in cell.run():
+            seen.append(verdict)
+            if not verdict.passed:
+                cell.stop("SIGTERM")
+    assert seen and not seen[-1].passed and len(seen) < 7
+    events = [json.loads(line) for f in sorted((tmp_path / "events").glob("events-*.jsonl"))
+              for line in f.read_text().splitlines()]
+    assert [e["payload"]["part"] for e in events if e["kind"] == "part"] == [v.sequence for v in seen]
+    assert [(fc, addr) for fc, addr, _ in modbus_server.sets] == [(5, 2)]  # sent after the stop, when due
+    assert events[-1]["kind"] == "status" and events[-1]["payload"]["state"] == "stopped"
