@@ -82,8 +82,8 @@ class PartsScore:
             lines.append(f"| {r.n} | {judged[0]} | {judged[1]} | {judged[2]} | {judged[3]} | {true} | "
                          f"{'ok' if r.right else '**wrong**'} |")
         lines.append("")
-        lines.append(f"{self.counted} parts counted of {self.expected} (count error {self.count_error:+d}); "
-                     f"{self.right} of {self.expected} verdicts right.")
+        lines.append(f"Parts counted: {self.counted} of {self.expected} (count error {self.count_error:+d}); "
+                     f"verdicts right: {self.right} of {self.expected}.")
         return "\n".join(lines)
 
 

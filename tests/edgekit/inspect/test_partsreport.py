@@ -50,7 +50,7 @@ def test_score_and_table_show_misses_and_wrong_verdicts():
     assert not score.exact and score.accuracy == pytest.approx(1 / 3)
     table = score.markdown()
     assert "| 2 | 2 | 0-9 | PASS |  | FAIL dent | **wrong** |" in table and "(not counted)" in table
-    assert "2 parts counted of 3 (count error -1); 1 of 3 verdicts right." in table
+    assert "Parts counted: 2 of 3 (count error -1); verdicts right: 1 of 3." in table
 
 
 def test_parts_tables_is_a_valid_config_section(tmp_path: Path):
@@ -75,4 +75,4 @@ def test_parts_section_for_the_demo_summary(tmp_path: Path):
     text = "\n".join(lines)
     passed = sum(v.passed for v in verdicts)
     assert lines[0].startswith("## Parts") and f"PASS {passed}, FAIL {len(verdicts) - passed} parts." in text
-    assert f"{len(verdicts)} parts counted of {len(verdicts)} (count error +0)" in text and "**wrong**" not in text
+    assert f"Parts counted: {len(verdicts)} of {len(verdicts)} (count error +0)" in text and "**wrong**" not in text
