@@ -209,7 +209,7 @@ def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> M
         InputError: an option is out of range, or ``classes`` names a label the model lacks.
     """
     labels = _labels(options.labels, model)
-    fmt = detect_format(model.outputs, model.metadata)
+    fmt = detect_format(model.outputs, model.metadata, inputs=model.inputs)  # the input size weighs in too
     detector = isinstance(options, DetectorOptions)
     if (fmt is OutputFormat.CLASSES) == detector:
         raise ModelError(_wrong_task(model, fmt, "detector" if detector else "classifier"))

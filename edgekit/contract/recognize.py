@@ -36,7 +36,7 @@ def _split_pair(shapes: list[tuple[int, ...]]) -> bool:
 
 
 def recognize_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None = None, *,
-                     ops: Iterable[str] = ()) -> OutputFormat | None:
+                     ops: Iterable[str] = (), inputs: Sequence[TensorLike] = ()) -> OutputFormat | None:
     """The output format named in the metadata, else the one the outputs' shapes (and the
     graph's ``ops``, when known) show; None when they fit none.
 
@@ -63,13 +63,13 @@ def recognize_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] 
     from edgekit.contract.readings import read_outputs
 
     try:
-        return read_outputs(outputs, metadata, ops=ops).format
+        return read_outputs(outputs, metadata, ops=ops, inputs=inputs).format
     except ModelError:
         return None
 
 
 def detect_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None = None, *,
-                  ops: Iterable[str] = ()) -> OutputFormat:
+                  ops: Iterable[str] = (), inputs: Sequence[TensorLike] = ()) -> OutputFormat:
     """:func:`recognize_format`, for a model that must have a known format.
 
     Raises:
@@ -78,7 +78,7 @@ def detect_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | N
     """
     from edgekit.contract.readings import read_outputs  # says why: no reading fits, or two do
 
-    return read_outputs(outputs, metadata, ops=ops).format
+    return read_outputs(outputs, metadata, ops=ops, inputs=inputs).format
 
 
 def task_of(fmt: OutputFormat | None) -> Task | None:
