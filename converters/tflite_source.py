@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.contract.enums import Layout
+from edgekit.converters.data import DataSplit, Samples
 from edgekit.converters.source import PreprocessingHint, SourceModel
 from edgekit.converters.tflite_head import TFLiteReference, split_tflite_head
 from edgekit.converters.tflite_metadata import read_support_metadata
@@ -55,7 +56,7 @@ def model_input_shape(src: SourceModel) -> tuple[int, ...]:
     return src.model_shape if isinstance(src, FloatTFLiteSource) else src.input_shape
 
 
-def to_model_layout(data: Any, src: SourceModel) -> Any:
+def to_model_layout(data: DataSplit, src: SourceModel) -> DataSplit:
     """The calibration/validation split with its samples in the model's own layout.
 
     Images are prepared as (N, H, W, C) everywhere in edgekit; an NCHW model gets them transposed.
@@ -63,7 +64,7 @@ def to_model_layout(data: Any, src: SourceModel) -> Any:
     if not (isinstance(src, FloatTFLiteSource) and src.layout is Layout.NCHW):
         return data
 
-    def nchw(samples: Any) -> Any:
+    def nchw(samples: Samples | None) -> Samples | None:
         if samples is None or samples.x.ndim != 4 or tuple(samples.x.shape[1:]) == tuple(src.model_shape[1:]):
             return samples
         return dataclasses.replace(samples, x=np.ascontiguousarray(samples.x.transpose(0, 3, 1, 2)))
