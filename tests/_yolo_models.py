@@ -15,32 +15,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 SIZE = 128
 
 
 @dataclass(frozen=True)
 class TrainedDetector:
-    keras_path: Path  # the Ultralytics-style Keras model (NCHW in, [1, 4+C, N] out)
-    onnx_path: Path
+    keras_path: Path  # the Keras model: RGB pixels 0..255 in, NHWC (Rescaling(1/255) inside), [1, 4+C, N] out
+    unit_keras_path: Path  # the same taking 0..1 NHWC, as Ultralytics' own float .tflite export does
+    onnx_path: Path  # the same taking 0..1 NCHW, as PyTorch exports do
     calibration: Path  # demo split: PNGs + labels.json
     validation: Path  # Ultralytics layout: images/ + labels/ (class cx cy w h, normalized)
     names: tuple[str, ...]
 
 
-def ultralytics_head(model: Any, size: int) -> Any:
-    """The demo detector ([1, S, S, 3] pixels -> [1, N, 5+C] normalized) as an Ultralytics-style model."""
+def ultralytics_head(model: Any, size: int, layout: str = "nchw") -> Any:
+    """The demo detector ([1, S, S, 3] pixels -> [1, N, 5+C] normalized) with an Ultralytics-style
+    output, taking RGB in 0..1 as [1, 3, S, S] ("nchw") or [1, S, S, 3] ("nhwc"), or the demo's own
+    pixels 0..255 ("pixels", its Rescaling(1/255) first)."""
     import keras
 
-    x = keras.Input((3, size, size), batch_size=1, name="images")
-    h = keras.layers.Permute((2, 3, 1), name="to_nhwc")(x)
-    h = keras.layers.Rescaling(255.0, name="to_pixels")(h)
-    y = model(h)
+    x = keras.Input((3, size, size) if layout == "nchw" else (size, size, 3), batch_size=1, name="images")
+    h = keras.layers.Permute((2, 3, 1), name="to_nhwc")(x) if layout == "nchw" else x
+    y = model(h if layout == "pixels" else keras.layers.Rescaling(255.0, name="to_pixels")(h))
     boxes = keras.ops.transpose(y[..., :4] * float(size), (0, 2, 1))  # ops, not Lambda: the file reloads safely
     scores = keras.ops.transpose(y[..., 5:] * y[..., 4:5], (0, 2, 1))
     out = keras.layers.Concatenate(axis=1, name="output0")([boxes, scores])
-    return keras.Model(x, out, name="yolo_style")
+    return keras.Model(x, out, name=f"yolo_style_{layout}")
 
 
 def export_onnx(model: Any, path: Path, size: int, names: tuple[str, ...]) -> Path:
@@ -80,18 +81,18 @@ def write_yolo_split(samples: list[Any], root: Path) -> Path:
     return root
 
 
-def train_detector(root: Path, size: int = SIZE, seconds: float = 40.0) -> TrainedDetector:
-    """Train the demo detector briefly (600 images, at most `seconds`) and export it both ways."""
+def train_detector(root: Path, size: int = SIZE, epochs: int = 20) -> TrainedDetector:
+    """Train the demo detector briefly (600 images, `epochs` epochs: about 30 s on 2 quiet cores; by
+    epochs, not by time, so that a loaded machine gets the same model) and export it both ways."""
     from edgekit.demo.dataset import CLASS_NAMES, generate, make_splits
     from edgekit.demo.train import TrainConfig, train
 
     root.mkdir(parents=True, exist_ok=True)
     splits = make_splits(root / "demo", 0, 200, 0, seed=5, size=size)
-    validation = write_yolo_split(generate(120, seed=7, size=size), root / "val_yolo")
-    model = train(generate(600, seed=1, size=size), TrainConfig(epochs=20, batch_size=32, time_limit=seconds),
-                  progress=False)
-    head = ultralytics_head(model, size)
-    keras_path = root / "yolo_style.keras"
-    head.save(keras_path)
-    onnx_path = export_onnx(head, root / "yolo_style.onnx", size, tuple(CLASS_NAMES))
-    return TrainedDetector(keras_path, onnx_path, splits.calibration, validation, tuple(CLASS_NAMES))
+    validation = write_yolo_split(generate(300, seed=7, size=size), root / "val_yolo")
+    model = train(generate(600, seed=1, size=size), TrainConfig(epochs=epochs, batch_size=32), progress=False)
+    keras_path, unit_path = root / "yolo_style.keras", root / "yolo_style_unit.keras"
+    ultralytics_head(model, size, "pixels").save(keras_path)
+    ultralytics_head(model, size, "nhwc").save(unit_path)
+    onnx_path = export_onnx(ultralytics_head(model, size), root / "yolo_style.onnx", size, tuple(CLASS_NAMES))
+    return TrainedDetector(keras_path, unit_path, onnx_path, splits.calibration, validation, tuple(CLASS_NAMES))
