@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import functools
 import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -171,13 +172,31 @@ class PartVerdict:
 
 @dataclass(frozen=True)
 class PartsFrame:
-    """One frame through :class:`PartInspector`: the tracked parts, the track id each defect was
-    attached to (-1: none), and the verdicts of parts that crossed the line in this frame."""
+    """One frame through :class:`PartInspector`: its detections, the rows that are parts (each with
+    its track id, -1: none) and defects (each with the track id of the part holding it, -1: none),
+    and the verdicts of parts that crossed the line in this frame."""
 
-    parts: Tracked
-    defects: Detections
-    defect_owners: np.ndarray
+    detections: Detections
+    part_rows: tuple[int, ...]
+    track_ids: tuple[int, ...]
+    ended: tuple[int, ...]
+    defect_rows: tuple[int, ...]
+    owners: tuple[int, ...]
     verdicts: tuple[PartVerdict, ...] = ()
+
+    @functools.cached_property
+    def parts(self) -> Tracked:
+        """The parts (merged boxes left out) with their track ids."""
+        return Tracked(self.detections[np.array(self.part_rows, np.int64)], np.array(self.track_ids, np.int64),
+                       self.ended)
+
+    @functools.cached_property
+    def defects(self) -> Detections:
+        return self.detections[np.array(self.defect_rows, np.int64)]
+
+    @property
+    def defect_owners(self) -> np.ndarray:
+        return np.array(self.owners, dtype=np.int64)
 
 
 class _Part:
@@ -216,7 +235,6 @@ class PartInspector:
         self._numbering = numbering or itertools.count(1).__next__
         self._parts: dict[int, _Part] = {}
         self._part_set, self._defect_set = set(options.parts), set(options.defects)
-        self._no_defects = Detections.empty()
 
     @property
     def following(self) -> int:
@@ -226,20 +244,19 @@ class PartInspector:
     def update(self, detections: Detections, *, frame: int, timestamp: float, captured_at: float,
                image_bgr: np.ndarray | None = None) -> PartsFrame:
         """Feed one frame's detections (all classes); returns the frame's parts, defects and verdicts."""
-        part_rows = [i for i, lab in enumerate(detections.labels) if lab in self._part_set]
-        defect_rows = [i for i, lab in enumerate(detections.labels) if lab in self._defect_set]
-        parts = detections if len(part_rows) == len(detections) else detections[np.array(part_rows, np.int64)]
-        defects = detections[np.array(defect_rows, np.int64)] if defect_rows else self._no_defects
-        if self.options.drop_merged and len(parts) > 2:
-            parts = parts[~_merged(parts.xyxy)]
-        tracked = self.tracker.update(parts)
-        part_boxes, ids = parts.xyxy.tolist(), tracked.track_ids.tolist()
-        owners = self._owners(part_boxes, ids, defects.xyxy.tolist())
-        scores = parts.scores.tolist()
+        labels, boxes, all_scores = detections.labels, detections.xyxy.tolist(), detections.scores.tolist()
+        part_rows = [i for i, lab in enumerate(labels) if lab in self._part_set]
+        defect_rows = [i for i, lab in enumerate(labels) if lab in self._defect_set]
+        if self.options.drop_merged and len(part_rows) > 2:
+            merged = _merged([boxes[i] for i in part_rows])
+            part_rows = [i for i, m in zip(part_rows, merged) if not m]
+        part_boxes, scores = [boxes[i] for i in part_rows], [all_scores[i] for i in part_rows]
+        ids, ended = self.tracker.associate(part_boxes, scores)
+        owners = self._owners(part_boxes, ids, [boxes[i] for i in defect_rows])
         for i, tid in enumerate(ids):
             if tid >= 0:
-                self._see(tid, parts.labels[i], part_boxes[i], scores[i], frame, timestamp, image_bgr)
-        self._add_defects(defects, owners)
+                self._see(tid, labels[part_rows[i]], part_boxes[i], scores[i], frame, timestamp, image_bgr)
+        self._add_defects([labels[i] for i in defect_rows], [all_scores[i] for i in defect_rows], owners)
         confirmed = [i for i, tid in enumerate(ids) if tid >= 0]
         crossings = self.line.update([ids[i] for i in confirmed], [part_boxes[i] for i in confirmed])
         verdicts = []
@@ -247,10 +264,12 @@ class PartInspector:
             part = self._parts.get(c.track_id)
             if part is not None and not part.judged:
                 verdicts.append(self._judge(c.track_id, part, frame, timestamp, captured_at))
-        for tid in tracked.ended:
-            self._parts.pop(tid, None)
-        self.line.forget(list(tracked.ended))
-        return PartsFrame(tracked, defects, np.array(owners, dtype=np.int64), tuple(verdicts))
+        if ended:
+            for tid in ended:
+                self._parts.pop(tid, None)
+            self.line.forget(list(ended))
+        return PartsFrame(detections, tuple(part_rows), tuple(ids), ended, tuple(defect_rows), tuple(owners),
+                          tuple(verdicts))
 
     def _owners(self, parts: list[list[float]], track_ids: list[int], defects: list[list[float]]) -> list[int]:
         """The track id of the part holding each defect (-1: no part holds enough of it)."""
@@ -280,9 +299,9 @@ class PartInspector:
             if self.options.crop and image_bgr is not None:
                 part.crop = _cut(image_bgr, box)
 
-    def _add_defects(self, defects: Detections, owners: list[int]) -> None:
+    def _add_defects(self, labels: list[str], scores: list[float], owners: list[int]) -> None:
         best: dict[tuple[int, str], float] = {}  # (part, defect label) -> best score this frame
-        for tid, label, score in zip(owners, defects.labels, defects.scores.tolist()):
+        for tid, label, score in zip(owners, labels, scores):
             if tid >= 0 and tid in self._parts and score >= self.options.defect_threshold:
                 best[(tid, label)] = max(best.get((tid, label), 0.0), score)
         for (tid, label), score in best.items():
@@ -316,17 +335,18 @@ class PartInspector:
             best_frame=part.best_frame, best_score=part.best_score, crop_jpeg=crop)
 
 
-def _merged(boxes: np.ndarray) -> np.ndarray:
-    """(N,) bool: boxes holding most (70 %) of two or more other boxes: parts lying side by side on a
-    belt cannot overlap like that, so such a box is two touching parts seen as one."""
-    b = boxes.astype(np.float64)
-    tl = np.maximum(b[:, None, :2], b[None, :, :2])
-    br = np.minimum(b[:, None, 2:], b[None, :, 2:])
-    inter = np.prod(np.clip(br - tl, 0, None), axis=2)
-    area = np.prod(np.clip(b[:, 2:] - b[:, :2], 1e-9, None), axis=1)
-    held = inter / area[None, :] >= 0.7  # held[i, j]: box i holds most of box j
-    np.fill_diagonal(held, False)
-    return held.sum(axis=1) >= 2
+def _merged(boxes: list[list[float]]) -> list[bool]:
+    """Which boxes hold most (70 %) of two or more other boxes: parts lying side by side on a belt
+    cannot overlap like that, so such a box is two touching parts seen as one."""
+    areas = [max(x2 - x1, 1e-9) * max(y2 - y1, 1e-9) for x1, y1, x2, y2 in boxes]
+    out = []
+    for i, (ax1, ay1, ax2, ay2) in enumerate(boxes):
+        held = 0
+        for j, ((bx1, by1, bx2, by2), area) in enumerate(zip(boxes, areas)):
+            inter = max(min(ax2, bx2) - max(ax1, bx1), 0.0) * max(min(ay2, by2) - max(ay1, by1), 0.0)
+            held += j != i and inter / area >= 0.7
+        out.append(held >= 2)
+    return out
 
 
 def _inside(box: tuple[float, ...], shape: tuple[int, ...]) -> bool:

@@ -191,11 +191,17 @@ class ByteTracker:
         """
         if not isinstance(detections, Detections):
             raise InputError(f"ByteTracker.update expects edgekit Detections, got {type(detections).__name__}")
+        ids, ended = self.associate(detections.xyxy.tolist(), detections.scores.tolist())
+        return Tracked(detections, np.array(ids, dtype=np.int64).reshape(-1), ended)
+
+    def associate(self, boxes: list[list[float]], scores: list[float]) -> tuple[list[int], tuple[int, ...]]:
+        """:meth:`update` on plain lists (xyxy boxes, scores): each box's track id (-1: none) and the
+        ids of the tracks that ended. For callers that keep their boxes in lists."""
         o = self.options
         self._frame += 1
         high: list[_Track] = []
         low: list[_Track] = []
-        for i, (box, score) in enumerate(zip(detections.xyxy.tolist(), detections.scores.tolist())):
+        for i, (box, score) in enumerate(zip(boxes, scores)):
             if score > o.high_threshold:
                 high.append(_Track(xyah_of(*box), score, i))
             elif o.low_threshold < score < o.high_threshold:
@@ -251,11 +257,11 @@ class ByteTracker:
         ended = tuple(sorted(t.track_id for t in lost if t.key in dropping and t.track_id >= 0))
         self._removed = removed
         self._tracked, self._lost = _drop_duplicates(tracked, [t for t in lost if t.key not in dropping])
-        ids = np.full(len(detections), -1, dtype=np.int64)
+        ids = [-1] * len(boxes)
         for t in self._tracked:
             if t.activated and t.det >= 0:
                 ids[t.det] = t.track_id
-        return Tracked(detections, ids, ended)
+        return ids, ended
 
     def _predict(self, tracks: list[_Track]) -> None:
         for t in tracks:
