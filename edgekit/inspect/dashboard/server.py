@@ -34,6 +34,7 @@ from edgekit.errors import ConfigError
 from edgekit.inspect.dashboard.config import DashboardConfig, TokenSource
 from edgekit.inspect.dashboard.render import FrameEncoder, Overlay
 from edgekit.inspect.dashboard.state import EventFeed, LiveState
+from edgekit.inspect.events import to_jsonable
 
 __all__ = ["Dashboard", "COOKIE"]
 
@@ -191,8 +192,9 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        server_version = "edgekit"
-        sys_version = ""
+
+        def version_string(self) -> str:
+            return "edgekit"
 
         # --- authentication -------------------------------------------------------------
         def _auth(self, query: dict[str, list[str]], *, header_only: bool = False) -> tuple[bool, bool]:
@@ -221,6 +223,14 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
             return morsel is not None and session is not None and hmac.compare_digest(morsel.value.encode(),
                                                                                       session.encode())
 
+        def _host_ok(self) -> bool:
+            """Without a token (a local bind) only local names may be asked for: a web page elsewhere
+            cannot read the API through a DNS name re-pointed at 127.0.0.1."""
+            if token is not None:
+                return True
+            host = urlsplit("//" + self.headers.get("Host", "")).hostname or ""
+            return host in ("127.0.0.1", "localhost", "::1", dash.config.host.lower())
+
         def _same_origin(self) -> bool:
             origin = self.headers.get("Origin")
             return origin is None or urlsplit(origin).netloc == self.headers.get("Host", "")
@@ -245,7 +255,11 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
 
         def _json(self, status: int, doc: Any, extra: dict[str, str] | None = None) -> None:
-            text = dash.redact(json.dumps(doc, separators=(",", ":"), allow_nan=False, default=str))
+            try:
+                text = json.dumps(doc, separators=(",", ":"), allow_nan=False, default=str)
+            except ValueError:  # a NaN somewhere: null instead (browsers reject NaN in JSON)
+                text = json.dumps(to_jsonable(json.loads(json.dumps(doc, default=str))), separators=(",", ":"))
+            text = dash.redact(text)
             self._send(status, text.encode(), "application/json", extra)
 
         def _cookie_header(self) -> dict[str, str]:
@@ -256,6 +270,9 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             query = parse_qs(url.query)
             path = url.path
+            if not self._host_ok():
+                self._json(403, {"error": "this dashboard answers to its own address only (Host header)"})
+                return
             if path == "/app.css":  # the login page's looks: nothing in it to protect
                 self._send(200, _static("app.css"), _STATIC[path][1])
                 return
@@ -343,6 +360,9 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             url = urlsplit(self.path)
+            if not self._host_ok():
+                self._json(403, {"error": "this dashboard answers to its own address only (Host header)"})
+                return
             length = int(self.headers.get("Content-Length") or 0)
             if length:
                 self.rfile.read(min(length, 65536))

@@ -112,7 +112,8 @@ class LiveState:
     def __init__(self, *, recent: int = 200, shifts: tuple[int, ...] = (0,),
                  clock: Callable[[], float] = time.time) -> None:
         self.started = clock()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the frame figures: shared with the loop, held for microseconds
+        self._events_lock = threading.Lock()  # parts and events: the event writer and the server only
         self._latest: Latest | None = None
         self._version = 0
         self._times: collections.deque[float] = collections.deque(maxlen=120)
@@ -147,8 +148,9 @@ class LiveState:
     def figures(self) -> dict[str, Any]:
         """fps over the last frames, capture-to-result latency p50/p99, frames processed and dropped."""
         with self._lock:
-            times, lat = list(self._times), np.array(self._latency, dtype=np.float64)
+            times, latency = list(self._times), list(self._latency)
             processed, last = self.processed, self.last_index
+        lat = np.array(latency, dtype=np.float64)
         now = time.perf_counter()
         fps = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0.0
         idle = now - times[-1] if times else None
@@ -179,7 +181,7 @@ class LiveState:
             if crop:
                 payload["crop_url"] = f"/api/crops/{number}.jpg"
             item = {"seq": d["seq"], "timestamp": d["timestamp"], "model_version": d["model_version"], **payload}
-            with self._lock:
+            with self._events_lock:
                 if len(self.parts) == self.parts.maxlen:
                     self.crops.pop(int(self.parts[0].get("part", 0)), None)
                 self.parts.append(item)
@@ -191,20 +193,20 @@ class LiveState:
         elif kind == "inspection" and payload.get("verdict") in ("PASS", "FAIL", None):
             self.frame_counters.add(str(payload.get("verdict") or "ERROR"), _reason_of(payload), d["timestamp"])
         d["payload"] = payload
-        with self._lock:
+        with self._events_lock:
             self.events.append(d)
             self.last_event_seq = max(self.last_event_seq, int(d["seq"]))
 
     def parts_since(self, since: int) -> list[dict[str, Any]]:
-        with self._lock:
+        with self._events_lock:
             return [p for p in self.parts if int(p.get("part", 0)) > since]
 
     def events_since(self, since: int) -> list[dict[str, Any]]:
-        with self._lock:
+        with self._events_lock:
             return [e for e in self.events if e["seq"] > since]
 
     def crop_path(self, part: int) -> str | None:
-        with self._lock:
+        with self._events_lock:
             return self.crops.get(part)
 
 

@@ -196,6 +196,7 @@ def test_shift_counters_roll_over_at_a_shift_start() -> None:
 
 
 # --- a running cell over HTTP ------------------------------------------------------------------------
+@pytest.mark.slow  # the MQTT and webhook sinks try their dead receivers for 2 s each when closing
 def test_token_on_a_non_local_bind_and_no_secret_in_any_response(tmp_path: Path, belt_video: Any,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     port = free_port()
@@ -258,6 +259,8 @@ def test_a_generated_token_is_printed_once_and_a_local_bind_needs_none(tmp_path:
         assert dash.announce() == f"dashboard on http://127.0.0.1:{dash.port}"
         status, _, body = Client(dash.port).request("/api/status")
         assert status == 200 and json.loads(body)["loop"]["processed"] == 0
+        # a web page elsewhere re-pointing its own DNS name at 127.0.0.1 gets nothing
+        assert Client(dash.port).request("/api/status", headers={"Host": f"evil.example:{dash.port}"})[0] == 403
         with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{dash.port}"):
             Dashboard(DashboardConfig(port=dash.port)).start()
 
@@ -273,6 +276,43 @@ def test_trigger_endpoint_needs_the_token_and_fires_one_trigger(tmp_path: Path) 
         assert status == 202 and json.loads(body) == {"trigger": "dashboard-1"} and fired == ["dashboard-1"]
         assert client.request("/api/trigger", method="GET", headers={"Authorization": f"Bearer {TOKEN}"})[0] == 404
         assert client.request("/api/status", method="POST", headers={"Authorization": f"Bearer {TOKEN}"})[0] == 404
+
+
+def test_an_on_demand_cell_takes_a_trigger_from_the_dashboard_and_counts_frame_verdicts(tmp_path: Path,
+                                                                                        belt_video: Any) -> None:
+    """Per-frame rules without [parts]: the trigger endpoint fires the cell's own trigger; the frame
+    counters match the cell's inspection events."""
+    port = free_port()
+    video = Path(belt_video.path)
+    text = (f'device = "cell-8"\nstate_dir = "{tmp_path / "state"}"\n[source]\npath = "{video}"\n'
+            f'[model]\npath = "{tmp_path / "oracle.tflite"}"\n[[rules]]\nlabel = "scratch"\nmax = 0\n'
+            f'[trigger]\nmode = "on-demand"\nfile = "{tmp_path / "trigger"}"\n'
+            f'[sinks.jsonl]\ndirectory = "{tmp_path / "events"}"\n'
+            f'[dashboard]\nport = {port}\ntoken_env = "DASH_TOKEN"\ntrigger = true\n')
+    config = parse_config(text, name="cell.toml", base=tmp_path, env={"DASH_TOKEN": TOKEN})
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    client = Client(port)
+    with Cell(config, detector=OracleDetector(list(belt_video.frames), tmp_path / "oracle.tflite",
+                                              delay=1 / 60)) as cell:
+        runner = threading.Thread(target=lambda: list(cell.run(max_frames=70)), daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 20
+        while cell.dashboard.state.processed < 10 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert client.request("/api/trigger", method="POST")[0] == 401
+        answers = [json.loads(client.request("/api/trigger", method="POST", headers=bearer)[2])["trigger"]
+                   for _ in range(3)]
+        runner.join(timeout=30)
+        cell.events.flush()
+        status = json.loads(client.request("/api/status", headers=bearer)[2])
+    assert answers == ["dashboard-1", "dashboard-2", "dashboard-3"]
+    decisions = [e["payload"] for e in read_events(tmp_path / "events") if e["kind"] == "inspection"]
+    assert sorted(d["trigger"]["id"] for d in decisions) == answers
+    counted = status["frame_counters"]["since_start"]
+    assert status["mode"] == "frames" and counted["total"] == 3
+    assert (counted["PASS"], counted["FAIL"]) == (sum(d["verdict"] == "PASS" for d in decisions),
+                                                  sum(d["verdict"] == "FAIL" for d in decisions))
+    assert TOKEN not in client.text_seen()
 
 
 @pytest.mark.slow

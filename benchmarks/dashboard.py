@@ -1,0 +1,177 @@
+"""The dashboard's cost to the loop: fps with 0, 1 and 5 viewers reading the live view.
+
+    python benchmarks/dashboard.py [--rounds 5] [--frames 200] [--models ../shared/models]
+
+The SSD MobileNet model from ../shared/models on a 640x480 MJPG video of the kites photo panning by,
+every frame of the file (Detector.stream, as `edgekit detect` runs a file), each result handed to a
+Dashboard (what a cell with [dashboard] and `edgekit detect --serve` do). Viewers are HTTP clients
+reading /stream.mjpg in processes of their own, started before the run. Conditions:
+
+    off        no dashboard at all
+    0 viewers  the dashboard serving, nobody looking (the baseline: ratio 1)
+    1 viewer   one /stream.mjpg client
+    5 viewers  five /stream.mjpg clients
+
+Rounds are interleaved (each round runs every condition once, in a rotating order); the medians
+are compared. Target: 1 and 5 viewers >= 0.95x the fps of 0 viewers on the 2-core machine. CPU time
+per frame of the loop's process (the encoding happens in it) is printed beside: on a machine shared with
+other jobs it is steadier than fps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+VIEWER = r"""
+import signal, sys, time, urllib.request
+frames = 0
+def done(*_):
+    print(frames, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, done)
+url = sys.argv[1]
+while True:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            while True:
+                chunk = resp.read(65536)
+                if not chunk:
+                    break
+                frames += chunk.count(b"--edgekitframe")
+    except OSError:
+        time.sleep(0.05)
+"""
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def make_video(path: Path, images: Path, frames: int) -> None:
+    import cv2
+
+    photo = cv2.imread(str(images / "kite_and_cold.jpg"))
+    if photo is None:
+        raise SystemExit(f"kite_and_cold.jpg not found in {images}")
+    photo = cv2.resize(photo, (640, 480))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (640, 480))
+    for i in range(frames):
+        writer.write(np.roll(photo, 5 * i, axis=1))
+    writer.release()
+
+
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(model: Path, labels: Path, video: Path, viewers: int | None) -> tuple[float, float, float, int, int]:
+    """One pass over the video; returns (fps, CPU ms per frame of this process, of the viewers' processes,
+    frames encoded, frames the viewers received)."""
+    from edgekit.inspect.dashboard import Dashboard, DashboardConfig
+    from edgekit.tasks import Detector, DetectorOptions
+
+    with Detector(DetectorOptions(model=str(model), labels=str(labels), threshold=0.4)) as det:
+        dash = Dashboard(DashboardConfig(port=0)).start() if viewers is not None else None
+        procs = []
+        try:
+            if dash is not None:
+                procs = [subprocess.Popen([sys.executable, "-c", VIEWER, f"{dash.url}/stream.mjpg"],
+                                          stdout=subprocess.PIPE, text=True) for _ in range(viewers or 0)]
+                deadline = time.monotonic() + 10
+                while dash.state.viewers < len(procs) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            kids0 = cpu_seconds(resource.RUSAGE_CHILDREN)
+            cpu0 = cpu_seconds(resource.RUSAGE_SELF)
+            stream = det.stream(str(video))
+            for result in stream:
+                if dash is not None:
+                    dash.observe(result)
+            cpu = cpu_seconds(resource.RUSAGE_SELF) - cpu0
+            fps, frames = stream.summary.fps, max(1, stream.summary.processed)
+        finally:
+            received = 0
+            for p in procs:
+                p.terminate()
+                out, _ = p.communicate(timeout=10)
+                received += int(out.strip() or 0)
+            kids = cpu_seconds(resource.RUSAGE_CHILDREN) - kids0  # includes their start (before the run)
+            encoded = dash.encoder.encoded if dash is not None else 0
+            if dash is not None:
+                dash.close()
+    return fps, cpu * 1e3 / frames, kids * 1e3 / frames, encoded, received
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--frames", type=int, default=200)
+    ap.add_argument("--models", type=Path, default=ROOT.parent / "shared" / "models")
+    ap.add_argument("--images", type=Path, default=ROOT.parent / "shared" / "images")
+    args = ap.parse_args()
+    model, labels = args.models / "ssd_mobilenet_v1_coco_quant.tflite", args.models / "coco_labels.txt"
+    if not model.is_file():
+        raise SystemExit(f"{model} not found (pass --models)")
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start")
+    conditions: list[tuple[str, int | None]] = [("off", None), ("0 viewers", 0), ("1 viewer", 1), ("5 viewers", 5)]
+    fps: dict[str, list[float]] = {name: [] for name, _ in conditions}
+    encoded: dict[str, list[int]] = {name: [] for name, _ in conditions}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in conditions}
+    kids: dict[str, list[float]] = {name: [] for name, _ in conditions}
+    received: dict[str, list[int]] = {name: [] for name, _ in conditions}
+    with tempfile.TemporaryDirectory() as tmp:
+        video = Path(tmp) / "pan.avi"
+        make_video(video, args.images, args.frames)
+        run(model, labels, video, None)  # warm-up: file cache, interpreter
+        for r in range(args.rounds):
+            order = conditions[r % len(conditions):] + conditions[:r % len(conditions)]
+            for name, viewers in order:
+                f, c, k, e, got = run(model, labels, video, viewers)
+                fps[name].append(f)
+                cpu[name].append(c)
+                kids[name].append(k)
+                encoded[name].append(e)
+                received[name].append(got)
+            print(f"round {r + 1}: " + ", ".join(f"{n} {fps[n][-1]:.1f}" for n, _ in conditions) + " fps", flush=True)
+    base = statistics.median(fps["0 viewers"])
+    cpu_base = statistics.median(cpu["0 viewers"])
+    print(f"\nSSD MobileNet v1 int8, 640x480 MJPG, {args.frames} frames, every frame of the file; "
+          f"median of {args.rounds} interleaved rounds")
+    print(f"{'condition':<10} {'fps':>7} {'ratio':>7} {'rounds (ratio)':<44} {'CPU ms/frame':>12} {'ratio':>6} "
+          f"{'viewers CPU':>11} {'encoded':>8} {'received':>9}")
+    for name, _ in conditions:
+        med = statistics.median(fps[name])
+        rounds = " ".join(f"{v / base:.3f}" for v in fps[name])
+        c = statistics.median(cpu[name])
+        print(f"{name:<10} {med:7.1f} {med / base:7.3f} {rounds:<44} {c:12.2f} {c / cpu_base:6.3f} "
+              f"{statistics.median(kids[name]):11.2f} {statistics.median(encoded[name]):8.0f} "
+              f"{statistics.median(received[name]):9.0f}")
+    worst = min(statistics.median(fps[n]) for n in ("1 viewer", "5 viewers")) / base
+    print(f"\nviewers against none: {worst:.3f}x the fps at worst (target >= 0.95: "
+          f"{'met' if worst >= 0.95 else 'NOT met'}); CPU per frame of the loop's process "
+          f"{max(statistics.median(cpu[n]) for n in ('1 viewer', '5 viewers')) / cpu_base:.3f}x at worst "
+          "(viewers' own CPU, in ms per loop frame, beside it)")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()
