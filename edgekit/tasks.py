@@ -16,19 +16,16 @@ from __future__ import annotations
 import difflib
 import os
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence, Union, overload
 
-import cv2
 import numpy as np
 
-from edgekit.contract import Decoder, Layout, Normalization, OutputFormat, ResizeMode, Transform, box_mapping, \
-    detect_format, image_input, interpolation, make_decoder, resize_mode
+from edgekit.contract import Decoder, OutputFormat, ResizeMode, Transform, detect_format, make_decoder, resize_mode
+from edgekit.engine import ModelEngine
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, load_labels
 from edgekit.loop import LoopOptions, LoopSummary, Performance, Stream
-from edgekit.preprocess import fit, fit_into, to_input, write_channels_first
 from edgekit.results import Classes, Detections, FrameResult, Result
 from edgekit.runtimes.delegates import Delegate
 from edgekit.runtimes.model import Model, default_threads, load_model
@@ -79,109 +76,6 @@ class DetectorOptions(TaskOptions):
 class ClassifierOptions(TaskOptions):
     top_k: int = 5
     threshold: float = 0.0
-
-
-class ModelEngine:
-    """One loaded model's input writing, inference and decoding: what the loop drives
-    (an :class:`edgekit.loop.Engine`). Made by :func:`make_engine`."""
-
-    def __init__(self, model: Model, resize: ResizeMode, decode: Callable[[list[np.ndarray], Transform], Result],
-                 labels: list[str] | None = None, note: str | None = None) -> None:
-        if len(model.inputs) != 1:
-            raise ModelError(f"an image model has one input; {model.path!r} has {len(model.inputs)}: "
-                             f"{', '.join(map(str, model.inputs))}")
-        self.spec = spec = model.inputs[0]
-        try:
-            self.input = image_input(spec, model.metadata)
-        except ModelError as exc:
-            raise ModelError(f"model {model.path!r} takes {spec}; edgekit feeds images as (1, H, W, 3) or "
-                             f"(1, 3, H, W) ({exc})") from None
-        self.size = self.input.size  # (width, height)
-        self.channels_first = self.input.layout is Layout.NCHW
-        self._scratch = threading.local()  # a channels-first model's resized frame, one per writing thread
-        self.resize = resize
-        self.labels = labels
-        self.note = note  # for the user, e.g. labels that do not line up with the outputs
-        self.threshold: float | None = None  # set by make_engine: the score threshold in effect
-        self.norm = Normalization.from_metadata(model.metadata)
-        self._fit = {"interpolation": interpolation(model.metadata), "boxes": box_mapping(model.metadata)}
-        # uint8 inputs take the pixels as they are, so they are resized straight into the tensor.
-        self.direct = not self.channels_first and np.dtype(spec.dtype) == np.uint8 and (
-            self.norm is None or (self.norm.mean is None and self.norm.color.value == "RGB"))
-        self.lock = threading.Lock()
-        self._model = model
-        self._decode = decode
-        self._outputs = range(len(model.outputs))
-
-    @property
-    def model(self) -> Model:
-        return self._model
-
-    def staging(self) -> np.ndarray:
-        return np.zeros(self.spec.shape, dtype=self.spec.dtype)
-
-    def write(self, image: np.ndarray, dest: np.ndarray | None = None, *, bgr: bool = False) -> Transform:
-        """Preprocess ``image`` into ``dest``, or straight into the input tensor when None.
-
-        ``bgr``: the image is in OpenCV's BGR order; it is resized first and the channels of
-        the small result swapped, cheaper than converting the whole frame. A channels-first
-        input (1, 3, H, W) gets the frame resized into a small buffer, then written channel
-        by channel (normalized, transposed) straight into the tensor.
-
-        Raises:
-            InputError: the image is not uint8 (H, W, 3).
-        """
-        if self.channels_first:
-            target = self._model.input_view(0) if dest is None else dest
-            resized = getattr(self._scratch, "image", None)
-            if resized is None:
-                resized = self._scratch.image = np.empty((self.size[1], self.size[0], 3), np.uint8)
-            transform = fit_into(image, resized, self.resize, **self._fit)
-            write_channels_first(resized, target, self.spec, self.norm, bgr=bgr)
-            return transform
-        if self.direct:
-            target = self._model.input_view(0) if dest is None else dest
-            transform = fit_into(image, target, self.resize, **self._fit)
-            if bgr:
-                view = target[0] if target.ndim == 4 else target
-                cv2.cvtColor(view, cv2.COLOR_BGR2RGB, dst=view)
-            return transform
-        resized, transform = fit(image, self.size, self.resize, **self._fit)
-        if bgr:
-            resized = cv2.cvtColor(resized, cv2.COLOR_BGR2RGB)
-        x = to_input(resized, self.spec, self.norm)
-        if dest is None:
-            self._model.input_view(0)[...] = x
-        else:
-            dest[...] = x
-        return transform
-
-    def load(self, staged: np.ndarray) -> None:
-        self._model.input_view(0)[...] = staged
-
-    def infer(self) -> list[np.ndarray]:
-        self._model.invoke()
-        return [self._model.output(i) for i in self._outputs]
-
-    def decode(self, outputs: list[np.ndarray], transform: Transform) -> Result:
-        return self._decode(outputs, transform)
-
-    def run(self, image: np.ndarray) -> Result:
-        """One frame, start to end, in the calling thread."""
-        with self.lock:
-            transform = self.write(image)
-            outputs = self.infer()
-        return self.decode(outputs, transform)
-
-    def warm_up(self, n: int) -> list[float]:
-        """Run ``n`` inferences; their times (ms)."""
-        times = []
-        with self.lock:
-            for _ in range(n):
-                t0 = time.perf_counter()
-                self._model.invoke()
-                times.append((time.perf_counter() - t0) * 1e3)
-        return times
 
 
 _ModelEngine = ModelEngine  # the name edgekit.inspect.hotswap imports; make_engine() is the public way in
