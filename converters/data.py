@@ -93,7 +93,7 @@ def load_data(calibration: Any, validation: Any, *, input_shape: tuple[int, ...]
     rng = np.random.default_rng(seed)
     limit = num_calibration + (num_validation if validation is None else 0)
     ctx = _Ctx(input_shape, input_dtype, pre, labels)
-    cal_pool = _pool(calibration, ctx, limit) if calibration is not None else None
+    cal_pool = _pool(calibration, ctx, limit, "train") if calibration is not None else None
     val_pool = _pool(validation, ctx, num_validation) if validation is not None else None
     if cal_pool is not None and val_pool is None:
         return _held_out(cal_pool, rng, num_calibration, num_validation, holdout)
@@ -132,12 +132,12 @@ class _Ctx:
     labels: Sequence[str] | None
 
 
-def _pool(source: Any, ctx: _Ctx, limit: int) -> _Pool:
+def _pool(source: Any, ctx: _Ctx, limit: int, split: str = "val") -> _Pool:
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.exists():
             raise InputError(f"data {str(path)!r} does not exist; pass an image folder, a .npy or a .npz file")
-        if ctx.pre is not None and (found := find_detection_set(path)) is not None:
+        if ctx.pre is not None and (found := find_detection_set(path, split)) is not None:
             return _detection_pool(found, ctx)
         if path.is_dir():
             return _folder_pool(path, ctx)

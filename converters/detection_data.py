@@ -6,8 +6,9 @@ the quantized model against real objects, not only against each other.
 
 Recognized, in this order, for a path given as --calibration or --validation:
 
-- ``data.yaml`` (or a folder holding one): Ultralytics' data set file; its ``val:`` split
-  (``train:`` when there is no ``val:``), class names from ``names:``.
+- ``data.yaml`` (or a folder holding one): Ultralytics' data set file; its ``val:`` split for
+  validation and its ``train:`` split for calibration (each falling back on the other), class
+  names from ``names:``.
 - a folder with ``images/`` and ``labels/`` (optionally one split level below, e.g.
   ``images/val``), or an ``images`` folder whose sibling is ``labels``: one ``class cx cy w h``
   line per object, normalized to 0..1, in ``labels/NAME.txt`` for ``images/NAME.jpg``.
@@ -60,8 +61,12 @@ class DetectionSet:
         return len(self.files)
 
 
-def find_detection_set(path: Path) -> DetectionSet | None:
+def find_detection_set(path: Path, split: str = "val") -> DetectionSet | None:
     """The detection data set at `path`, or None when `path` is none of the known formats.
+
+    Args:
+        split: "val" (validation) or "train" (calibration): the split of a data.yaml or of an
+            images/ folder with split sub-folders to read.
 
     Raises:
         InputError: the path is one of the formats but broken (a missing split, an unreadable
@@ -69,7 +74,7 @@ def find_detection_set(path: Path) -> DetectionSet | None:
     """
     if path.is_file():
         if path.suffix.lower() in (".yaml", ".yml"):
-            return _from_data_yaml(path)
+            return _from_data_yaml(path, split)
         if path.suffix.lower() == ".json":
             return _from_coco(path) if path.name != LABELS_JSON else _from_edgekit(path.parent)
         return None
@@ -77,13 +82,13 @@ def find_detection_set(path: Path) -> DetectionSet | None:
         return None
     for name in ("data.yaml", "data.yml"):
         if (path / name).is_file():
-            return _from_data_yaml(path / name)
+            return _from_data_yaml(path / name, split)
     if (path / LABELS_JSON).is_file():
         return _from_edgekit(path)
     if (path / "images").is_dir() and (path / "labels").is_dir():
-        return _from_yolo_folder(path / "images", path / "labels", f"YOLO data set {str(path)!r}")
+        return _from_yolo_folder(path / "images", f"YOLO data set {str(path)!r}", split)
     if path.name == "images" and (path.parent / "labels").is_dir():
-        return _from_yolo_folder(path, path.parent / "labels", f"YOLO data set {str(path.parent)!r}")
+        return _from_yolo_folder(path, f"YOLO data set {str(path.parent)!r}", split)
     jsons = [p for p in path.glob("*.json") if _looks_coco(p)]
     if len(jsons) == 1:
         return _from_coco(jsons[0])
@@ -156,28 +161,44 @@ def _scalar(text: str) -> str:
     return t[1:-1] if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"" else t
 
 
-def _from_data_yaml(path: Path) -> DetectionSet:
+def _from_data_yaml(path: Path, split: str) -> DetectionSet:
     doc = read_data_yaml(path)
-    split_key = "val" if doc.get("val") else "train" if doc.get("train") else None
-    if split_key is None:
+    order = ("train", "val") if split == "train" else ("val", "train")
+    keys = [k for k in order if doc.get(k)]
+    if not keys:
         raise InputError(f"{str(path)!r} names no 'val:' (or 'train:') split; add 'val: images/val'")
     root = Path(str(doc.get("path") or "."))
     root = root if root.is_absolute() else (path.parent / root)
-    split = doc[split_key]
-    entries = split if isinstance(split, list) else [split]
+    names = doc.get("names")
+    missing = ""
+    for key in keys:  # the split asked for, else the other one (a data set may ship only one)
+        try:
+            files = _split_files(doc[key], root)
+        except FileNotFoundError as exc:
+            missing = missing or f"{str(path)!r}: the {key} split {exc} does not exist"
+            continue
+        return _read_yolo_labels(files, tuple(names) if names else None, f"{str(path)!r} ({key} split)")
+    raise InputError(missing)
+
+
+def _split_files(split: Any, root: Path) -> list[Path]:
+    """Image files of a data.yaml split: folders, or .txt files listing images (relative to `root`).
+
+    Raises:
+        FileNotFoundError: an entry does not exist (its path is the message).
+    """
     files: list[Path] = []
-    for entry in entries:
+    for entry in split if isinstance(split, list) else [split]:
         where = Path(str(entry))
         where = where if where.is_absolute() else root / where
-        if where.is_file() and where.suffix == ".txt":  # a list of image paths
+        if where.is_file() and where.suffix == ".txt":
             files += [(p if p.is_absolute() else root / p) for p in
                       (Path(s.strip()) for s in where.read_text().splitlines() if s.strip())]
         elif where.is_dir():
             files += _images_in(where)
         else:
-            raise InputError(f"{str(path)!r}: the {split_key} split {str(where)!r} does not exist")
-    names = doc.get("names")
-    return _read_yolo_labels(files, tuple(names) if names else None, f"{str(path)!r} ({split_key} split)")
+            raise FileNotFoundError(repr(str(where)))
+    return files
 
 
 def _images_in(folder: Path) -> list[Path]:
@@ -193,12 +214,14 @@ def _label_path(image: Path) -> Path:
     return image.with_suffix(".txt")
 
 
-def _from_yolo_folder(images: Path, labels: Path, origin: str) -> DetectionSet:
+def _from_yolo_folder(images: Path, origin: str, split: str) -> DetectionSet:
     files = _images_in(images)
-    for split in ("val", "valid", "validation", "test"):
-        if (images / split).is_dir():
-            files = _images_in(images / split)
-            origin = f"{origin} ({split} split)"
+    names = ("train", "val", "valid", "validation") if split == "train" else ("val", "valid", "validation", "test",
+                                                                                 "train")
+    for sub in names:
+        if (images / sub).is_dir():
+            files = _images_in(images / sub)
+            origin = f"{origin} ({sub} split)"
             break
     return _read_yolo_labels(files, _names_beside(images.parent), origin)
 

@@ -112,7 +112,7 @@ def _yolo(root: Path) -> Path:
 
 def _data_yaml(root: Path) -> Path:
     _yolo(root)
-    (root / "data.yaml").write_text("# a data set\npath: .\ntrain: images/train  # unused\nval: images/val\n"
+    (root / "data.yaml").write_text("# a data set\npath: .\ntrain: images/train  # calibration\nval: images/val\n"
                                     "names:\n  0: 'bolt'\n  1: nut\n")
     return root / "data.yaml"
 
@@ -153,3 +153,15 @@ def test_data_yaml_names_as_a_list_or_inline() -> None:
         assert read_data_yaml(p)["names"] == ["a", "b c"]
         p.write_text("val: v\nnames:\n  - a\n  - b # the second\n")
         assert read_data_yaml(p) == {"val": "v", "names": ["a", "b"]}
+
+
+def test_data_yaml_calibrates_on_train_and_validates_on_val(tmp_path) -> None:
+    yaml = _data_yaml(tmp_path)
+    assert [p.name for p in find_detection_set(yaml, "train").files] == ["a.png"]  # no train folder: val
+    _image(tmp_path / "images" / "train" / "t1.png")
+    _image(tmp_path / "images" / "train" / "t2.png")
+    assert [p.name for p in find_detection_set(yaml, "val").files] == ["a.png"]
+    train = find_detection_set(yaml, "train")
+    assert [p.name for p in train.files] == ["t1.png", "t2.png"] and "train split" in train.origin
+    assert [len(c) for c in train.classes] == [0, 0]  # no label file: an image without objects
+    assert [p.name for p in find_detection_set(tmp_path / "images", "train").files] == ["t1.png", "t2.png"]
