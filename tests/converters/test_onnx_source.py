@@ -165,3 +165,26 @@ def test_data_yaml_calibrates_on_train_and_validates_on_val(tmp_path) -> None:
     assert [p.name for p in train.files] == ["t1.png", "t2.png"] and "train split" in train.origin
     assert [len(c) for c in train.classes] == [0, 0]  # no label file: an image without objects
     assert [p.name for p in find_detection_set(tmp_path / "images", "train").files] == ["t1.png", "t2.png"]
+
+
+def test_convert_help_lists_the_input_kinds(capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["convert", "--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code == 0
+    for words in ("Keras file (.keras/.h5)", "SavedModel folder", "ONNX file (.onnx)", "float32 .tflite", "--imgsz",
+                  "--layout", "--no-split-head"):
+        assert words in " ".join(out.split()), words
+
+
+@pytest.mark.needs_tf
+def test_a_missing_onnx_extra_is_one_sentence_naming_the_pip_command(tmp_path, capsys, monkeypatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnx2tf" else real(name, *a))
+    path = tmp_path / "model.onnx"
+    onnx.save_model(_yolo_graph(), str(path))
+    assert _convert(tmp_path, path) == 2
+    err = capsys.readouterr().err.strip()
+    assert "needs onnx2tf" in err and "pip install 'edgekit-tflite[convert]'" in err and len(err.splitlines()) == 1
