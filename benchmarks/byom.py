@@ -3,16 +3,16 @@
 The detector is the demo's YOLO-style network trained briefly here and re-headed to the layout
 Ultralytics' YOLOv8/11 exports have (NCHW input in 0..1, one output [1, 4+C, N] with boxes in
 pixels and class scores; see tests/_yolo_models.py). It enters edgekit three ways: the Keras
-model, its ONNX export (tf2onnx; converted through onnx2tf) and its float32 .tflite (quantized by
-ai-edge-quantizer). For each: int8 against float32 size, latency with XNNPACK at 1 and 2
+model (taking pixels, Rescaling(1/255) inside), its ONNX export (NCHW, 0..1; tf2onnx, converted
+through onnx2tf) and its float32 .tflite (NHWC, 0..1; quantized by ai-edge-quantizer). For each: int8 against float32 size, latency with XNNPACK at 1 and 2
 threads (interleaved blocks, medians), mAP@0.5 against the labelled objects of the validation
 set for the float model and for int8 with and without the head fix, and conversion time.
 
 The fix: Keras and ONNX get their head split into boxes and scores outputs (the default;
---no-split-head turns it off); a float .tflite cannot be re-cut, so it keeps its CONCATENATION
-ops in float (ai-edge-quantizer recipe, --keep-float CONCATENATION).
+--no-split-head turns it off); the float .tflite (written unsplit: one [1, 4+C, N] output, as
+Ultralytics exports it) has its final CONCATENATION cut out of the flatbuffer the same way.
 
-    python benchmarks/byom.py [--seconds 40] [--blocks 12] [--per-block 20] [--workdir DIR]
+    python benchmarks/byom.py [--epochs 20] [--blocks 12] [--per-block 20] [--workdir DIR]
 
 Needs the convert extra (pip install 'edgekit-tflite[convert]').
 """
@@ -20,6 +20,7 @@ Needs the convert extra (pip install 'edgekit-tflite[convert]').
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import tempfile
@@ -31,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests._yolo_models builds the detector
 
-from edgekit.converters import ConvertOptions, Mode, convert  # noqa: E402
+from edgekit.converters import ConvertOptions, Mode, PreprocessingOverrides, convert  # noqa: E402
 from edgekit.runtimes import load_model  # noqa: E402
 from tests._yolo_models import TrainedDetector, train_detector  # noqa: E402
 
@@ -46,9 +47,8 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def run_convert(model: Path, out: Path, det: TrainedDetector, fixed: bool, kind: str) -> dict[str, Any]:
-    opts = ConvertOptions(mode=Mode.INT8, max_drop=1.0, diagnose=False, progress=False, split_head=fixed,
-                          keep_float=("CONCATENATION",) if fixed and kind == "float .tflite" else ())
+def run_convert(model: Path, out: Path, det: TrainedDetector, fixed: bool) -> dict[str, Any]:
+    opts = ConvertOptions(mode=Mode.INT8, max_drop=1.0, diagnose=False, progress=False, split_head=fixed)
     t0 = time.perf_counter()
     try:
         res = convert(model, out, calibration=det.calibration, validation=det.validation, options=opts)
@@ -84,7 +84,7 @@ def latencies(paths: list[Path], threads: int, blocks: int, per_block: int) -> l
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=40.0, help="training time cap")
+    ap.add_argument("--epochs", type=int, default=20, help="training epochs (600 images)")
     ap.add_argument("--blocks", type=int, default=12)
     ap.add_argument("--per-block", type=int, default=20)
     ap.add_argument("--workdir", type=Path, help="keep the models here (default: a temporary folder)")
@@ -92,16 +92,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="edgekit-byom-") as tmp:
         work = args.workdir or Path(tmp)
         t0 = time.perf_counter()
-        det = train_detector(work / "detector", seconds=args.seconds)
-        print(f"trained and exported in {time.perf_counter() - t0:.0f} s; CPU: {cpu_name()}, {__import__('os').cpu_count()} cores")
+        det = train_detector(work / "detector", epochs=args.epochs)
+        print(f"trained and exported in {time.perf_counter() - t0:.0f} s; CPU: {cpu_name()}, {os.cpu_count()} cores")
         float_tflite = work / "yolo_float32.tflite"
-        convert(det.keras_path, float_tflite, options=ConvertOptions(mode=Mode.FLOAT32, progress=False))
+        convert(det.unit_keras_path, float_tflite, options=ConvertOptions(  # its metadata: inputs are pixels / 255
+            mode=Mode.FLOAT32, progress=False, preprocessing=PreprocessingOverrides(scale=1 / 255), split_head=False))
         kinds = {"Keras": det.keras_path, "ONNX": det.onnx_path, "float .tflite": float_tflite}
         rows = {}
         for kind, path in kinds.items():
             slug = kind.split()[-1].lower().strip(".")
-            rows[kind] = {fixed: run_convert(path, work / f"{slug}_{'fix' if fixed else 'nofix'}.tflite", det, fixed,
-                                             kind) for fixed in (True, False)}
+            rows[kind] = {fixed: run_convert(path, work / f"{slug}_{'fix' if fixed else 'nofix'}.tflite", det, fixed)
+                          for fixed in (True, False)}
         fixed_paths = [r[True]["path"] for r in rows.values() if "path" in r[True]]
         lat = {n: latencies([float_tflite, *fixed_paths], n, args.blocks, args.per_block) for n in (1, 2)}
     print(f"\n{'input':14} {'size':>6} {'lat 1t':>7} {'lat 2t':>7} {'float mAP':>9} {'int8 fix':>9} "
