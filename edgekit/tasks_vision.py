@@ -33,7 +33,8 @@ from edgekit.runtimes.model import Model
 from edgekit.segment import Segmentation, segmentation_of
 from edgekit.tasks import ModelEngine, TaskOptions, _labels, _Task
 
-__all__ = ["SegmenterOptions", "PoseEstimatorOptions", "Segmenter", "PoseEstimator", "make_vision_engine"]
+__all__ = ["SegmenterOptions", "PoseEstimatorOptions", "Segmenter", "PoseEstimator", "make_vision_engine",
+           "segmenter_for"]
 
 
 @dataclass(frozen=True)
@@ -195,3 +196,24 @@ class PoseEstimator(_VisionTask):
         return self._engine.run(frame)  # type: ignore[return-value]
 
 
+
+
+def segmenter_for(options: TaskOptions) -> Segmenter | None:
+    """A Segmenter with ``options``' model, labels and runtime settings when the model reads as a
+    segmenter (what an inspection cell runs for a segmentation model), else None.
+
+    Raises:
+        ModelError: the file is missing or malformed, or a segmenter that cannot load.
+    """
+    from edgekit.runtimes.model import inspect_model
+
+    info = inspect_model(options.model)
+    try:
+        fmt = read_outputs(info.outputs, info.metadata, inputs=info.inputs).format
+    except ModelError:
+        return None  # the detector says why
+    if fmt is not OutputFormat.SEGMENTATION:
+        return None
+    return Segmenter(SegmenterOptions(model=options.model, labels=options.labels, resize=options.resize,
+                                      delegate=options.delegate, num_threads=options.num_threads,
+                                      warmup=options.warmup, isolate=options.isolate))

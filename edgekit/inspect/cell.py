@@ -40,6 +40,15 @@ if TYPE_CHECKING:  # OpenCV and the loop load when a cell opens, not when edgeki
 __all__ = ["Cell", "source_spec", "config_sinks"]
 
 
+def _judged(result: FrameResult) -> tuple[Any, Any]:
+    """What the rules judge in a frame: a detector's boxes (areas: their own), or a segmenter's
+    regions as boxes with the pixels they cover as areas (rules' min_area)."""
+    regions = getattr(result.result, "regions", None)
+    if regions is None:
+        return result.detections, None
+    return result.result.as_detections(), [r.area for r in regions]  # type: ignore[union-attr]
+
+
 def source_spec(config: InspectionConfig) -> SourceSpec:
     """The video source the config's ``[source]`` describes.
 
@@ -199,8 +208,9 @@ class Cell:
 
     def _fixed(self, options: DetectorOptions) -> CellDetector:
         from edgekit.tasks import Detector
+        from edgekit.tasks_vision import segmenter_for
 
-        return Detector(options)
+        return segmenter_for(options) or Detector(options)  # a segmenter's regions are judged as boxes
 
     def _hot_swap(self, options: DetectorOptions) -> CellDetector:
         from edgekit.inspect.hotswap import HotSwapEngine
@@ -261,8 +271,8 @@ class Cell:
                         checked_frame = True
                     if self.parts is not None:
                         yield from self.parts.process(result)
-                    d = result.detections
-                    decisions = self.inspector.process(d.xyxy, d.labels, d.scores, frame=result.index,
+                    d, areas = _judged(result)
+                    decisions = self.inspector.process(d.xyxy, d.labels, d.scores, areas=areas, frame=result.index,
                                                        captured_at=result.capture_ts) if self._per_frame else []
                     for decision in decisions:
                         if self._publish(decision):

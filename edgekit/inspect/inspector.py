@@ -105,18 +105,18 @@ class Inspector:
         return self.triggers.fire(trigger_id)
 
     def process(self, boxes: Any, labels: Sequence[str], scores: Any = None, *, frame: int | None = None,
-                captured_at: float) -> list[Decision]:
+                captured_at: float, areas: Any = None) -> list[Decision]:
         """The decisions one processed frame makes: one (continuous), or one per waiting
         trigger it answers plus one per trigger that timed out (on-demand)."""
         if self.mode is TriggerMode.CONTINUOUS:
-            verdict = self.check(boxes, labels, scores)
+            verdict = self.check(boxes, labels, scores, areas)
             changed = verdict.passed != self._last_passed
             self._last_passed = verdict.passed
             return [Decision(verdict, frame, publish=self.publish is PublishMode.EVERY or changed)]
         answered, expired = self.triggers.due(captured_at)
         out = self._expired(expired)
         if answered:
-            verdict = self.check(boxes, labels, scores)
+            verdict = self.check(boxes, labels, scores, areas)
             for req in answered:
                 req.future.set_result(verdict)
                 out.append(Decision(verdict, frame, req.id, req.source))

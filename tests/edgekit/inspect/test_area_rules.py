@@ -11,6 +11,7 @@ from edgekit.inspect.config import parse_config
 from edgekit.inspect.inspector import Inspector
 from edgekit.inspect.rules import Rule, Zone, evaluate
 from edgekit.segment import segmentation_of
+from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
 
 CONFIG = """\
 device = "cell-1"
@@ -67,3 +68,33 @@ def test_bad_area_rules():
         Rule("scratch", max=0, min_area=-1)
     with pytest.raises(Exception, match="one entry per detection"):
         evaluate(np.zeros((2, 4)), ["a", "b"], [Zone("z", [(0, 0), (1, 0), (1, 1)])], [Rule("a", max=1)], areas=[1])
+
+
+@pytest.mark.slow
+def test_a_cell_judges_a_segmenters_regions_by_their_pixel_area(vision_models, shared_images, tmp_path):
+    """A segmentation model in the inspection cell: its regions count as boxes, min_area by the pixels they cover."""
+    from edgekit.inspect import Cell
+
+    (tmp_path / "labels.txt").write_text("background\nred\ngreen\n")
+    config = f"""
+device = "cell-9"
+state_dir = "{tmp_path / 'state'}"
+[source]
+path = "{shared_images / 'parrot.jpg'}"
+[model]
+path = "{vision_models.seg_scores}"
+labels = "{tmp_path / 'labels.txt'}"
+[[rules]]
+label = "red"
+max = 0
+min_area = 5000
+[[rules]]
+label = "green"
+max = 0
+min_area = 1000000
+"""
+    with Cell.from_config(parse_config(config, env={})) as cell:
+        [decision] = list(cell.run(max_frames=1))
+    red, green = decision.verdict.results
+    assert decision.verdict.label == "FAIL" and not red.passed and red.count >= 1  # the macaw's red body
+    assert green.passed and green.count == 0  # no green region covers a million pixels
