@@ -19,8 +19,9 @@ from edgekit.converters.yolo_head import mixed_head_levels, split_onnx_head  # n
 
 
 def _yolo_graph(h: int | str = 32, w: int | str = 32, classes: int = 3, op: str = "Sigmoid",
-                domain: str = "") -> onnx.ModelProto:
-    """[1, 3, H, W] -> conv -> boxes (pixels) and scores, Concat then Transpose to [1, 4+C, N]."""
+                domain: str = "", concat_last: bool = False) -> onnx.ModelProto:
+    """[1, 3, H, W] -> conv -> boxes (pixels) and scores, Concat then Transpose to [1, 4+C, N] (as
+    tf2onnx writes it), or each part transposed and Concat last (as Ultralytics' export writes it)."""
     rng = np.random.default_rng(0)
     weight = helper.make_tensor("w", TensorProto.FLOAT, (4 + classes, 3, 8, 8),
                                 rng.normal(0, 0.1, (4 + classes, 3, 8, 8)).astype(np.float32).ravel())
@@ -33,9 +34,14 @@ def _yolo_graph(h: int | str = 32, w: int | str = 32, classes: int = 3, op: str 
         helper.make_node("Sigmoid", ["box_raw"], ["box_sig"], name="box_sig"),
         helper.make_node("Mul", ["box_sig", "size"], ["box_px"], name="box_px"),
         helper.make_node(op, ["cls_raw"], ["cls"], name="cls_act", domain=domain),
-        helper.make_node("Concat", ["box_px", "cls"], ["cat"], axis=2, name="final_concat"),
-        helper.make_node("Transpose", ["cat"], ["output0"], perm=[0, 2, 1], name="final_transpose"),
     ]
+    if concat_last:
+        nodes += [helper.make_node("Transpose", ["box_px"], ["dbox"], perm=[0, 2, 1], name="dbox"),
+                  helper.make_node("Transpose", ["cls"], ["cls_t"], perm=[0, 2, 1], name="cls_t"),
+                  helper.make_node("Concat", ["dbox", "cls_t"], ["output0"], axis=1, name="final_concat")]
+    else:
+        nodes += [helper.make_node("Concat", ["box_px", "cls"], ["cat"], axis=2, name="final_concat"),
+                  helper.make_node("Transpose", ["cat"], ["output0"], perm=[0, 2, 1], name="final_transpose")]
     inits = [weight, helper.make_tensor("shape", TensorProto.INT64, (3,), [1, 4 + classes, -1]),
              helper.make_tensor("s0", TensorProto.INT64, (1,), [0]),
              helper.make_tensor("s4", TensorProto.INT64, (1,), [4]),
@@ -50,8 +56,9 @@ def _yolo_graph(h: int | str = 32, w: int | str = 32, classes: int = 3, op: str 
     return helper.make_model(graph, opset_imports=opsets, producer_name="edgekit-tests", ir_version=8)
 
 
-def test_split_onnx_head_gives_the_same_values_as_two_outputs() -> None:
-    model = _yolo_graph()
+@pytest.mark.parametrize("concat_last", [False, True], ids=["concat-then-transpose", "ultralytics-concat-last"])
+def test_split_onnx_head_gives_the_same_values_as_two_outputs(concat_last) -> None:
+    model = _yolo_graph(concat_last=concat_last)
     split, info = split_onnx_head(model)
     assert info.num_classes == 3 and info.axis == 1 and "final_concat" in info.where
     assert [o.name for o in split.graph.output] == ["boxes", "scores"]
