@@ -16,7 +16,7 @@ import numpy as np
 
 from edgekit.contract import Layout, Normalization, ResizeMode, Transform, box_mapping, image_input, interpolation
 from edgekit.errors import ModelError
-from edgekit.preprocess import fit, fit_into, to_input, write_channels_first
+from edgekit.preprocess import fit_into, write_channels_first, write_channels_last
 from edgekit.results import Result
 from edgekit.runtimes.model import Model
 
@@ -40,7 +40,7 @@ class ModelEngine:
                              f"(1, 3, H, W) ({exc})") from None
         self.size = self.input.size  # (width, height)
         self.channels_first = self.input.layout is Layout.NCHW
-        self._scratch = threading.local()  # a channels-first model's resized frame, one per writing thread
+        self._scratch = threading.local()  # the resized frame, one per writing thread
         self.resize = resize
         self.labels = labels
         self.note = note  # for the user, e.g. labels that do not line up with the outputs
@@ -66,36 +66,27 @@ class ModelEngine:
         """Preprocess ``image`` into ``dest``, or straight into the input tensor when None.
 
         ``bgr``: the image is in OpenCV's BGR order; it is resized first and the channels of
-        the small result swapped, cheaper than converting the whole frame. A channels-first
-        input (1, 3, H, W) gets the frame resized into a small buffer, then written channel
-        by channel (normalized, transposed) straight into the tensor.
+        the small result swapped, cheaper than converting the whole frame. uint8 inputs that take
+        the pixels as they are get the frame resized straight into the tensor; others get it
+        resized into a small per-thread buffer, then normalized (and quantized) straight into the
+        tensor, channel by channel for a channels-first input (1, 3, H, W).
 
         Raises:
             InputError: the image is not uint8 (H, W, 3).
         """
-        if self.channels_first:
-            target = self._model.input_view(0) if dest is None else dest
-            resized = getattr(self._scratch, "image", None)
-            if resized is None:
-                resized = self._scratch.image = np.empty((self.size[1], self.size[0], 3), np.uint8)
-            transform = fit_into(image, resized, self.resize, **self._fit)
-            write_channels_first(resized, target, self.spec, self.norm, bgr=bgr)
-            return transform
+        target = self._model.input_view(0) if dest is None else dest
         if self.direct:
-            target = self._model.input_view(0) if dest is None else dest
             transform = fit_into(image, target, self.resize, **self._fit)
             if bgr:
                 view = target[0] if target.ndim == 4 else target
                 cv2.cvtColor(view, cv2.COLOR_BGR2RGB, dst=view)
             return transform
-        resized, transform = fit(image, self.size, self.resize, **self._fit)
-        if bgr:
-            resized = cv2.cvtColor(resized, cv2.COLOR_BGR2RGB)
-        x = to_input(resized, self.spec, self.norm)
-        if dest is None:
-            self._model.input_view(0)[...] = x
-        else:
-            dest[...] = x
+        resized = getattr(self._scratch, "image", None)
+        if resized is None:
+            resized = self._scratch.image = np.empty((self.size[1], self.size[0], 3), np.uint8)
+        transform = fit_into(image, resized, self.resize, **self._fit)
+        write = write_channels_first if self.channels_first else write_channels_last
+        write(resized, target, self.spec, self.norm, bgr=bgr)
         return transform
 
     def load(self, staged: np.ndarray) -> None:

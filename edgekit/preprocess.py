@@ -38,6 +38,7 @@ __all__ = [
     "load_image",
     "to_input",
     "write_channels_first",
+    "write_channels_last",
 ]
 
 MAX_IMAGE_PIXELS = 100_000_000
@@ -283,29 +284,71 @@ def write_channels_first(image: np.ndarray, target: np.ndarray, spec: TensorSpec
     ``bgr``: the image is in OpenCV's BGR order (the channels are read swapped).
 
     Raises:
-        InputError: the target is not (1, 3, H, W) or (3, H, W) of the image's size.
+        InputError: the target is not (1, 3, H, W) or (3, H, W) of the image's size, or the
+            input's type has no image convention and no normalization is given.
     """
     view = target[0] if target.ndim == 4 and target.shape[0] == 1 else target
     if view.ndim != 3 or view.shape[0] != 3 or view.shape[1:] != image.shape[:2]:
         raise InputError(f"expected a (1, 3, {image.shape[0]}, {image.shape[1]}) input for a "
                          f"{image.shape[1]}x{image.shape[0]} image, got {target.shape}")
     swap = bgr != (norm is not None and norm.color is ColorOrder.BGR)  # the model's channel c is the image's 2 - c
-    dtype = np.dtype(spec.dtype)
+    mean, std = _mean_std(norm)
     for c in range(3):
-        src = image[:, :, 2 - c if swap else c]
-        if norm is not None and norm.mean is not None and norm.std is not None:
-            if dtype == np.float32:  # straight into the tensor: the same float32 arithmetic as Normalization.real
-                np.subtract(src, np.float32(norm.mean[c]), out=view[c], dtype=np.float32)
-                np.divide(view[c], np.float32(norm.std[c]), out=view[c])
-            else:
-                real = (src.astype(np.float32) - np.float32(norm.mean[c])) / np.float32(norm.std[c])
-                view[c] = _real_to(real, spec)
-        elif dtype == np.uint8:
-            view[c] = src
-        elif dtype == np.int8:
-            np.subtract(src, 128, out=view[c], dtype=np.int16, casting="unsafe")
-        elif np.issubdtype(dtype, np.floating) or (spec.quantized and dtype == np.int16):
-            view[c] = _real_to((src.astype(np.float32) - np.float32(127.5)) / np.float32(127.5), spec)
+        _fill(image[:, :, 2 - c if swap else c], view[c], spec, None if mean is None else mean[c],
+              None if std is None else std[c])
+
+
+def write_channels_last(image: np.ndarray, target: np.ndarray, spec: TensorSpec, norm: Normalization | None = None,
+                        *, bgr: bool = False) -> None:
+    """Write a resized uint8 image (H, W, 3) into a channels-last input ``target`` ((1, H, W, 3) or
+    (H, W, 3) of ``spec``'s dtype): the values :func:`to_input` gives, computed straight into the
+    tensor (float inputs) or with one temporary (quantized ones), not through copies.
+
+    ``bgr``: the image is in OpenCV's BGR order (the channels are read swapped).
+
+    Raises:
+        InputError: the target is not (1, H, W, 3) or (H, W, 3) of the image's size, or the
+            input's type has no image convention and no normalization is given.
+    """
+    view = target[0] if target.ndim == 4 and target.shape[0] == 1 else target
+    if view.shape != image.shape:
+        raise InputError(f"expected a (1, {image.shape[0]}, {image.shape[1]}, 3) input for a "
+                         f"{image.shape[1]}x{image.shape[0]} image, got {target.shape}")
+    swap = bgr != (norm is not None and norm.color is ColorOrder.BGR)
+    src = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if swap else np.ascontiguousarray(image)
+    h, w = src.shape[:2]
+    # Rows of W*3 values: numpy's inner loops then run along a row, not over 3 channels.
+    out = view.reshape(h, w * 3) if view.flags.c_contiguous else view
+    mean, std = _mean_std(norm)
+    if out is not view:
+        mean, std = (None if mean is None else np.tile(mean, w)), (None if std is None else np.tile(std, w))
+    _fill(src.reshape(h, w * 3) if out is not view else src, out, spec, mean, std)
+
+
+def _mean_std(norm: Normalization | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if norm is None or norm.mean is None or norm.std is None:
+        return None, None
+    return np.float32(norm.mean), np.float32(norm.std)
+
+
+def _fill(src: np.ndarray, out: np.ndarray, spec: TensorSpec, mean: Any, std: Any) -> None:
+    """``out`` = what :func:`to_input` computes from pixels ``src``, with the normalization's
+    float32 ``mean``/``std`` (broadcast along ``src``), or the input type's convention (None)."""
+    dtype = np.dtype(spec.dtype)
+    if mean is not None and std is not None:
+        if dtype == np.float32:  # straight into the tensor: the same float32 arithmetic as Normalization.real
+            np.subtract(src, mean, out=out, dtype=np.float32)
+            np.divide(out, std, out=out)
         else:
-            raise InputError(f"input {spec.name!r} is {dtype.name}; edgekit has no image convention for it. "
-                             "Give a Normalization (mean, std) or feed the array yourself.")
+            real = np.subtract(src, mean, dtype=np.float32)
+            np.divide(real, std, out=real)
+            out[...] = _real_to(real, spec)
+    elif dtype == np.uint8:
+        out[...] = src
+    elif dtype == np.int8:
+        np.subtract(src, 128, out=out, dtype=np.int16, casting="unsafe")
+    elif np.issubdtype(dtype, np.floating) or (spec.quantized and dtype == np.int16):
+        out[...] = _real_to((src.astype(np.float32) - np.float32(127.5)) / np.float32(127.5), spec)
+    else:
+        raise InputError(f"input {spec.name!r} is {dtype.name}; edgekit has no image convention for it. "
+                         "Give a Normalization (mean, std) or feed the array yourself.")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from edgekit.contract import Layout, Normalization
-from edgekit.preprocess import fit, to_input, write_channels_first
+from edgekit.preprocess import to_input, write_channels_first, write_channels_last
 from edgekit.runtimes.model import TensorSpec
 
 SIZE = 32
@@ -43,10 +43,13 @@ def test_channels_first_values_are_the_channels_last_values_transposed(dtype, sc
     rgb = rng.integers(0, 256, (24, 40, 3), dtype=np.uint8)
     nhwc = to_input(rgb, _spec(dtype, Layout.NHWC, scale, zp), norm)
     assert np.array_equal(to_input(rgb, _spec(dtype, Layout.NCHW, scale, zp), norm), nhwc.transpose(0, 3, 1, 2))
+    image = np.ascontiguousarray(rgb[:, :, ::-1]) if bgr else rgb
     target = np.full((1, 3, 24, 40), 7, dtype=dtype)
-    write_channels_first(np.ascontiguousarray(rgb[:, :, ::-1]) if bgr else rgb, target,
-                         _spec(dtype, Layout.NCHW, scale, zp), norm, bgr=bgr)
+    write_channels_first(image, target, _spec(dtype, Layout.NCHW, scale, zp), norm, bgr=bgr)
     assert np.array_equal(target, nhwc.transpose(0, 3, 1, 2))
+    target = np.full((1, 24, 40, 3), 7, dtype=dtype)  # and the engine's channels-last writer
+    write_channels_last(image, target, _spec(dtype, Layout.NHWC, scale, zp), norm, bgr=bgr)
+    assert np.array_equal(target, nhwc)
 
 
 @dataclass(frozen=True)
