@@ -223,6 +223,38 @@ def onnx_input(model: Any, path: Path, input_size: tuple[int, int] | None, layou
     return OnnxInput(inp.name, nchw, int(h), int(w), int(c))
 
 
+_PIXEL_OPS = {"Div": lambda c: c > 1.5, "Mul": lambda c: 0 < c < 0.67, "Sub": lambda c: c > 1.5}
+
+
+def graph_normalization(model: Any, input_name: str) -> PreprocessingHint | None:
+    """A model that normalizes pixels itself (its first op divides by 255, multiplies by 1/255 or
+    subtracts a pixel mean) takes raw pixels 0..255: mean 0, std 1. None when it does not show."""
+    from onnx import numpy_helper
+
+    consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    name = input_name
+    for node in model.graph.node:  # past layout ops on the input, to the first arithmetic op
+        if name not in node.input:
+            continue
+        if node.op_type in ("Transpose", "Cast", "Identity"):
+            name = node.output[0]
+            continue
+        other = next((consts[i] for i in node.input if i != name and i in consts), None)
+        test = _PIXEL_OPS.get(node.op_type)
+        if test is None or other is None or other.size == 0:
+            return None
+        value = float(np.mean(np.abs(other)))
+        if not test(value):
+            return None
+        return PreprocessingHint(mean=(0.0,), std=(1.0,), resize="stretch",
+                                 description=f"model: {node.op_type} by {value:.4g} at its input "
+                                             f"({node.name or node.op_type!r}), so it takes raw pixels 0..255")
+    return None
+
+
 def fix_input_shape(model: Any, spec: OnnxInput) -> Any:
     """A copy of `model` whose input is exactly spec.shape (batch 1, the chosen size)."""
     import onnx
@@ -378,8 +410,8 @@ def load_onnx(path: Path, input_size: tuple[int, int] | None = None, layout: str
               split_head: bool = True, verbose: bool = False) -> OnnxSource:
     """An :class:`OnnxSource` for the ONNX file at `path` (see :func:`open_onnx` for what raises)."""
     m = open_onnx(path, input_size, layout, split_head)
-    hint = None
-    if m.hints.ultralytics:
+    hint = graph_normalization(m.model, m.spec.name)
+    if hint is None and m.hints.ultralytics:
         hint = PreprocessingHint(mean=(0.0,), std=(255.0,), resize="letterbox",
                                  description="Ultralytics export metadata: RGB pixels / 255, letterboxed")
     return OnnxSource(name=path.name, sha256=sha256_bytes(m.data), input_shape=m.spec.nhwc_shape,

@@ -195,3 +195,21 @@ def test_a_missing_onnx_extra_is_one_sentence_naming_the_pip_command(tmp_path, c
     assert _convert(tmp_path, path) == 2
     err = capsys.readouterr().err.strip()
     assert "needs onnx2tf" in err and "pip install 'edgekit-tflite[convert]'" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("op, value, expect", [
+    ("Div", 255.0, (0.0, 1.0)), ("Mul", 1 / 255, (0.0, 1.0)), ("Sub", 127.5, (0.0, 1.0)),
+    ("Mul", 2.0, None), ("Add", 1.0, None),
+], ids=["div-255", "mul-1/255", "sub-mean", "mul-2", "add"])
+def test_normalization_read_from_the_graph(op, value, expect) -> None:
+    from edgekit.converters.onnx_source import graph_normalization
+
+    nodes = [helper.make_node("Transpose", ["images"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node(op, ["t", "c"], ["y"], name="norm")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 3])],
+                              [helper.make_tensor("c", TensorProto.FLOAT, (), [value])])
+    hint = graph_normalization(helper.make_model(graph), "images")
+    assert (None if hint is None else (hint.mean[0], hint.std[0])) == expect
+    if hint is not None:
+        assert f"{op} by" in hint.description and "raw pixels" in hint.description
