@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 VIEWER = r"""
 import signal, sys, time, urllib.request
-frames = 0
-def done(*_):
-    print(frames, flush=True)
+frames, cpu0 = 0, None
+def done(*_):  # frames received, and CPU seconds spent since the first one (not the start-up)
+    print(frames, 0.0 if cpu0 is None else time.process_time() - cpu0, flush=True)
     sys.exit(0)
 signal.signal(signal.SIGTERM, done)
 url = sys.argv[1]
@@ -50,6 +50,8 @@ while True:
                 chunk = resp.read(65536)
                 if not chunk:
                     break
+                if cpu0 is None:
+                    cpu0 = time.process_time()
                 frames += chunk.count(b"--edgekitframe")
     except OSError:
         time.sleep(0.05)
@@ -85,8 +87,8 @@ def cpu_seconds(who: int) -> float:
 
 
 def run(model: Path, labels: Path, video: Path, viewers: int | None) -> tuple[float, float, float, int, int]:
-    """One pass over the video; returns (fps, CPU ms per frame of this process, of the viewers' processes,
-    frames encoded, frames the viewers received)."""
+    """One pass over the video; returns (fps, CPU ms per frame of this process, of the viewers' processes
+    while they read, frames encoded, frames the viewers received)."""
     from edgekit.inspect.dashboard import Dashboard, DashboardConfig
     from edgekit.tasks import Detector, DetectorOptions
 
@@ -100,7 +102,6 @@ def run(model: Path, labels: Path, video: Path, viewers: int | None) -> tuple[fl
                 deadline = time.monotonic() + 10
                 while dash.state.viewers < len(procs) and time.monotonic() < deadline:
                     time.sleep(0.02)
-            kids0 = cpu_seconds(resource.RUSAGE_CHILDREN)
             cpu0 = cpu_seconds(resource.RUSAGE_SELF)
             stream = det.stream(str(video))
             for result in stream:
@@ -109,12 +110,12 @@ def run(model: Path, labels: Path, video: Path, viewers: int | None) -> tuple[fl
             cpu = cpu_seconds(resource.RUSAGE_SELF) - cpu0
             fps, frames = stream.summary.fps, max(1, stream.summary.processed)
         finally:
-            received = 0
+            received, kids = 0, 0.0
             for p in procs:
                 p.terminate()
                 out, _ = p.communicate(timeout=10)
-                received += int(out.strip() or 0)
-            kids = cpu_seconds(resource.RUSAGE_CHILDREN) - kids0  # includes their start (before the run)
+                got, spent = (out.split() + ["0", "0"])[:2]
+                received, kids = received + int(got), kids + float(spent)
             encoded = dash.encoder.encoded if dash is not None else 0
             if dash is not None:
                 dash.close()

@@ -113,19 +113,25 @@ def annotate(result: FrameResult, extra: Any, overlay: Overlay, max_width: int) 
 
 
 class FrameEncoder:
-    """Encodes the newest frame of a :class:`LiveState` when asked, at most ``max_fps`` times a second.
+    """Encodes the newest frame of a :class:`LiveState` at most ``max_fps`` times a second, while
+    someone waits for one.
 
-    Every caller within ``1 / max_fps`` of the last encoding gets that one, so five viewers cost what
-    one costs. Runs in the server's threads only.
+    One pacer thread (running only while viewers wait) encodes the newest frame every ``1 / max_fps``
+    seconds and wakes the viewers waiting in :meth:`wait_newer`: each viewer wakes once per frame it
+    is sent, and five viewers share each encoding. Runs in the server's threads only.
     """
 
     def __init__(self, state: LiveState, overlay: Overlay, *, max_fps: float = 5.0, max_width: int = 960,
-                 quality: int = 75) -> None:
+                 quality: int = 75, closing: threading.Event | None = None) -> None:
         self.state, self.overlay = state, overlay
         self.interval = 1.0 / max_fps
         self.max_width, self.quality = max_width, quality
+        self.closing = closing or threading.Event()
         self.encoded = 0  # frames encoded so far
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one encoding at a time
+        self._cond = threading.Condition()  # viewers waiting for the next encoding
+        self._waiting = 0
+        self._pacer: threading.Thread | None = None
         self._cached: Encoded | None = None
 
     def current(self) -> Encoded | None:
@@ -138,7 +144,7 @@ class FrameEncoder:
             if latest is None:
                 return cached
             if cached is not None and (cached.version == latest.version
-                                       or time.monotonic() - cached.made < self.interval):
+                                       or time.monotonic() - cached.made < self.interval * 0.9):
                 return cached
             image = annotate(latest.result, latest.extra, self.overlay, self.max_width)
             if image is None:
@@ -150,17 +156,50 @@ class FrameEncoder:
             self._cached = Encoded(latest.version, latest.result.index, buf.tobytes(), time.monotonic())
             return self._cached
 
-    def wait_newer(self, after_version: int, timeout: float, closing: threading.Event) -> Encoded | None:
+    def wait_newer(self, after_version: int, timeout: float) -> Encoded | None:
         """A frame newer than ``after_version``, waiting up to ``timeout`` s (the current one then)."""
         deadline = time.monotonic() + timeout
-        while True:
+        got = self.current()  # the newest, when the last encoding is old enough (a viewer after a pause)
+        with self._cond:
+            self._waiting += 1
+            if self._pacer is None:
+                self._pacer = threading.Thread(target=self._pace, name="edgekit-dashboard-pacer", daemon=True)
+                self._pacer.start()
+            try:
+                while (got is None or got.version <= after_version) and not self.closing.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                    got = self._cached
+            finally:
+                self._waiting -= 1
+        return got
+
+    def _pace(self) -> None:
+        idle_since: float | None = None
+        while not self.closing.wait(self.interval):
+            with self._cond:
+                if self._waiting == 0:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since > 2.0:  # nobody for a while: stop until the next viewer
+                        self._pacer = None
+                        return
+                    continue
+                idle_since = None
+            before = self._cached
             got = self.current()
-            if got is not None and got.version > after_version:
-                return got
-            left = deadline - time.monotonic()
-            if left <= 0 or closing.is_set():
-                return got
-            closing.wait(min(left, self.interval / 2))
+            if got is not before:
+                with self._cond:
+                    self._cond.notify_all()
+        with self._cond:
+            self._pacer = None
+            self._cond.notify_all()
+
+    def wake_all(self) -> None:
+        """Let every waiting viewer go (the server is closing)."""
+        with self._cond:
+            self._cond.notify_all()
 
 
 def overlay_of(zones: Sequence[Any] = (), line: Any = None, min_score: float = 0.0) -> Overlay:

@@ -89,14 +89,14 @@ class Dashboard:
                  secrets: Iterable[str | None] = (), title: str = "", mode: str = "detect") -> None:
         self.config = config
         self.state = LiveState(recent=config.recent, shifts=config.shifts)
+        self.closing = threading.Event()
         self.encoder = FrameEncoder(self.state, overlay, max_fps=config.max_fps, max_width=config.max_width,
-                                    quality=config.quality)
+                                    quality=config.quality, closing=self.closing)
         self.feed = EventFeed(self.state)
         self.title = config.title or title or "edgekit"
         self.mode = mode
         self._status, self._trigger = status, trigger if config.trigger else None
         self.redact = _Redactor([*secrets, config.token])
-        self.closing = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.triggers = 0
@@ -151,6 +151,7 @@ class Dashboard:
     def close(self) -> None:
         """Stop serving (open streams end within a frame interval). Safe twice."""
         self.closing.set()
+        self.encoder.wake_all()
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
@@ -315,7 +316,7 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
 
         def _frame(self, after: int, cookie: dict[str, str]) -> None:
             dash.state.page_viewer(self.client_address[0])
-            got = dash.encoder.wait_newer(after, 2.0, dash.closing)
+            got = dash.encoder.wait_newer(after, 2.0)
             if got is None:
                 self._send(204, b"", "image/jpeg", {**cookie, "Retry-After": "1"})
                 return
@@ -334,14 +335,12 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
             version = -1
             try:
                 while not dash.closing.is_set():
-                    got = dash.encoder.wait_newer(version, 1.0, dash.closing)
+                    got = dash.encoder.wait_newer(version, 1.0)  # the pacer sets the rate
                     if got is None or got.version == version:
                         continue
                     version = got.version
                     self.wfile.write(b"--edgekitframe\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n"
                                      b"X-Edgekit-Frame: %d\r\n\r\n" % (len(got.jpeg), got.frame) + got.jpeg + b"\r\n")
-                    self.wfile.flush()
-                    dash.closing.wait(dash.encoder.interval)
             except (BrokenPipeError, ConnectionResetError, OSError):
                 pass
             finally:
