@@ -13,6 +13,7 @@ parsing work without it)::
 
 from __future__ import annotations
 
+from edgekit.contract import map50  # mAP@0.5 is the model contract's, shared with the device
 from edgekit.converters.audit import AuditFinding, AuditReport, audit_calibration
 from edgekit.converters.compare import ModeComparison, compare_modes, format_comparison
 from edgekit.converters.convert import (
@@ -25,7 +26,6 @@ from edgekit.converters.convert import (
 )
 from edgekit.converters.data import DataSplit, Samples, load_data
 from edgekit.converters.debug import FallbackAttempt, FallbackOutcome, Trial, auto_fallback, worst_layers
-from edgekit.converters.detection import ImageDetections, map50
 from edgekit.converters.edgetpu import (
                                         CompilerReport,
                                         EdgeTPUCompilation,
@@ -65,7 +65,6 @@ __all__ = [
     "FallbackAttempt",
     "FallbackOutcome",
     "GateResult",
-    "ImageDetections",
     "LayerDiagnosis",
     "LayerError",
     "MODE_SETTINGS",

@@ -3,7 +3,7 @@
 Synthetic parts (flange discs, plates, L brackets) ride a conveyor; the labelled classes are
 ``part``, ``scratch``, ``dent`` and ``missing_hole``. A small YOLO-style Keras detector learns them
 in about a minute and a half on two CPU cores, and its .tflite output goes through the same decoder as any
-YOLOv5 model (``edgekit.decode``)::
+YOLOv5 model (``edgekit.contract``)::
 
     from edgekit.demo import TrainConfig, evaluate, export_saved, generate, load_split, make_splits, train
 

@@ -1,6 +1,6 @@
 """Detection accuracy against ground truth: mAP@0.5 overall and per class.
 
-The AP arithmetic is the converter's (:func:`edgekit.converters.detection.map50`: VOC all-point
+The AP arithmetic is the contract's (:func:`edgekit.contract.map50`, the accuracy gate's too: VOC all-point
 interpolation, greedy matching by score); this module feeds it real ground truth instead of a float
 model's detections and breaks the result down by class. It takes anything with ``boxes``
 (or ``xyxy``), ``scores`` and ``class_ids`` per image: :class:`edgekit.results.Detections`,
@@ -16,8 +16,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from edgekit.converters.detection import ImageDetections, map50
+from edgekit.contract import map50
 from edgekit.errors import InputError
+from edgekit.results import Detections
 
 __all__ = ["APResult", "mean_average_precision"]
 
@@ -42,17 +43,17 @@ class APResult:
         return f"mAP@{self.iou_threshold:g} {self.map:.3f} ({per}; {self.num_images} images)"
 
 
-def _as_dets(item: Any, with_scores: bool) -> ImageDetections:
+def _as_dets(item: Any, with_scores: bool) -> Detections:
     boxes = getattr(item, "xyxy", None)
     boxes = np.asarray(item.boxes if boxes is None else boxes, np.float32).reshape(-1, 4)
     ids = np.asarray(item.class_ids, np.int64).reshape(-1)
     scores = np.asarray(item.scores, np.float32).reshape(-1) if with_scores else np.ones(len(ids), np.float32)
-    return ImageDetections(boxes, scores, ids)
+    return Detections(boxes, scores, ids)
 
 
-def _only(dets: ImageDetections, cls: int) -> ImageDetections:
-    keep = dets.classes == cls
-    return ImageDetections(dets.boxes[keep], dets.scores[keep], dets.classes[keep])
+def _only(dets: Detections, cls: int) -> Detections:
+    keep = dets.class_ids == cls
+    return Detections(dets.xyxy[keep], dets.scores[keep], dets.class_ids[keep])
 
 
 def mean_average_precision(detections: Sequence[Any], truths: Sequence[Any], class_names: Sequence[str],

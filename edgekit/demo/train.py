@@ -222,13 +222,13 @@ def evaluate_outputs(outputs: Sequence[np.ndarray], samples: Sequence[Sample], t
                      iou: float = 0.45) -> APResult:
     """mAP@0.5 of raw YOLO outputs (one [N, 5+C] or [1, N, 5+C] per sample) against the samples' boxes.
 
-    Decoded by :func:`edgekit.decode.decode_yolo`, the decoder ``edgekit detect`` uses; the low
+    Decoded by :func:`edgekit.contract.decode_yolo`, the decoder ``edgekit detect`` uses; the low
     ``threshold`` keeps the low-score tail that average precision needs.
 
     Raises:
         InputError: the counts differ.
     """
-    from edgekit.decode import YoloLayout, decode_yolo
+    from edgekit.contract import YoloLayout, decode_yolo
     from edgekit.preprocess import Transform
 
     if len(outputs) != len(samples):
