@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,15 +24,13 @@ from edgekit.commands._common import (
     table,
 )
 from edgekit.errors import EdgekitError
-from edgekit.runtimes.model import Model, TensorSpec, default_threads, load_model
+from edgekit.runtimes.model import default_threads, load_model
+from edgekit.runtimes.timing import SLOW_FIRST_RATIO, BenchRow, bench_one, random_input
+from edgekit.runtimes.timing import STATS as _STATS
 from edgekit.runtimes.validate import validate_model_file
 
+# The timing itself lives in edgekit.runtimes.timing (a library API); these names stay importable from here.
 __all__ = ["register", "run", "BenchRow", "bench_one", "random_input", "SLOW_FIRST_RATIO"]
-
-# The first inference counts as "much slower" beyond this many p50s (the Edge TPU streams
-# its weights in; XNNPACK packs them).
-SLOW_FIRST_RATIO = 3.0
-_STATS = ("min", "p50", "p90", "p99", "mean")
 
 
 def register(subparsers: Any) -> None:
@@ -56,74 +52,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON list of rows")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
-
-
-@dataclass(frozen=True)
-class BenchRow:
-    """One delegate x threads measurement; ``error`` set (and figures None) when it could not run."""
-
-    delegate: str  # as asked for
-    threads: int
-    resolved_delegate: str | None = None  # what "auto" became, with the Edge TPU device if any
-    backend: str | None = None
-    delegate_nodes: int | None = None
-    init_ms: float | None = None
-    first_ms: float | None = None
-    latency_ms: dict[str, float] | None = None
-    fps: float | None = None
-    notes: list[str] = field(default_factory=list)
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def random_input(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
-    """Input that is valid for ``spec``: the full range of an integer type, [-1, 1] for floats."""
-    dtype = np.dtype(spec.dtype)
-    if np.issubdtype(dtype, np.floating):
-        return rng.uniform(-1.0, 1.0, spec.shape).astype(dtype)
-    if dtype == np.bool_:
-        return rng.integers(0, 2, spec.shape).astype(np.bool_)
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        # Quantized values span their type; plain integers (ids, indices) stay small and valid.
-        lo, hi = (info.min, info.max) if spec.quantized or dtype.itemsize == 1 else (0, 1)
-        return rng.integers(lo, hi, spec.shape, endpoint=True, dtype=dtype)
-    return np.zeros(spec.shape, dtype=dtype)
-
-
-def bench_one(model: Model, requested: str, runs: int, warmup: int, bar: Any,
-              rng: np.random.Generator) -> BenchRow:
-    """Time one loaded model: one first inference, warm-up, then ``runs`` timed invokes."""
-    for i, spec in enumerate(model.inputs):
-        model.input_view(i)[...] = random_input(spec, rng)  # the view is dropped at once
-    invoke = model.invoke
-    t0 = time.perf_counter()
-    invoke()
-    first_ms = (time.perf_counter() - t0) * 1e3
-    for _ in range(max(warmup - 1, 0)):
-        invoke()
-    bar.update(warmup)
-    times = np.empty(runs)
-    for k in range(runs):
-        t = time.perf_counter()
-        invoke()
-        times[k] = time.perf_counter() - t
-        bar.update(1)
-    ms = times * 1e3
-    p50 = float(np.percentile(ms, 50))
-    latency = {"min": float(ms.min()), "p50": p50, "p90": float(np.percentile(ms, 90)),
-               "p99": float(np.percentile(ms, 99)), "mean": float(ms.mean())}  # the order of _STATS
-    notes = list(model.notes)
-    if first_ms > SLOW_FIRST_RATIO * p50:
-        notes.append(f"the first inference took {first_ms:.1f} ms, {first_ms / p50:.0f}x p50 (the Edge TPU "
-                     "loads the model on first use, XNNPACK packs weights): warm up before timing matters")
-    resolved = model.delegate.value + (f":{model.edgetpu_device}" if model.edgetpu_device else "")
-    return BenchRow(delegate=requested, threads=model.num_threads, resolved_delegate=resolved,
-                    backend=str(model.backend),
-                    delegate_nodes=model.delegate_nodes, init_ms=model.init_ms, first_ms=first_ms,
-                    latency_ms=latency, fps=1e3 / latency["mean"], notes=notes)
 
 
 def run(args: argparse.Namespace) -> int:

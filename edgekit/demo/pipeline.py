@@ -24,7 +24,7 @@ import numpy as np
 from edgekit.demo.report import write_summary
 
 if TYPE_CHECKING:
-    from edgekit.commands.bench import BenchRow
+    from edgekit.runtimes.timing import BenchRow
     from edgekit.demo.steps import Conversions, DetectRun, InspectRun
 
 __all__ = ["DemoOptions", "DemoResult", "run_demo"]

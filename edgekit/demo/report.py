@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from edgekit.commands.bench import BenchRow
+    from edgekit.runtimes.timing import BenchRow
     from edgekit.demo.pipeline import DemoOptions, DemoResult
 
 __all__ = ["write_summary", "gate_explanation", "speed_sentence"]

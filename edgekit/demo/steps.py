@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
-    from edgekit.commands.bench import BenchRow
+    from edgekit.runtimes.timing import BenchRow
     from edgekit.converters import ConversionResult
     from edgekit.demo.conveyor import VideoTruth
     from edgekit.inspect.parts import PartVerdict
@@ -80,17 +80,16 @@ def bench_models(paths: Sequence[Path], runs: int, out: Path) -> list[BenchRow]:
     Raises:
         ModelError: a model does not load.
     """
-    from edgekit.commands.bench import BenchRow, bench_one
     from edgekit.runtimes import load_model
+    from edgekit.runtimes.timing import BenchRow, time_model
 
     rounds = 5
-    rng = np.random.default_rng(0)
     rows: dict[Path, list[BenchRow]] = {p: [] for p in paths}
     models = [load_model(p, "auto") for p in paths]
     try:
-        for _ in range(rounds):
+        for r in range(rounds):
             for path, model in zip(paths, models):
-                rows[path].append(bench_one(model, "auto", max(runs // rounds, 3), 3, _NoBar(), rng))
+                rows[path].append(time_model(model, max(runs // rounds, 3), 3, seed=r))
     finally:
         for m in models:
             m.close()
@@ -107,11 +106,6 @@ def _merge(rows: list[BenchRow], name: str) -> BenchRow:
     latency = {k: float(np.median([(r.latency_ms or {})[k] for r in rows])) for k in keys}
     return dataclasses.replace(rows[0], latency_ms=latency, fps=1e3 / latency["mean"] if latency else None,
                                notes=[f"model {name}", *rows[0].notes])
-
-
-class _NoBar:
-    def update(self, n: int = 1) -> None:
-        pass
 
 
 @dataclass(frozen=True)
