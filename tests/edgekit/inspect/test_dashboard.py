@@ -167,6 +167,16 @@ def test_config_errors_name_line_and_key(tmp_path: Path, table: str, env: dict[s
         parse_config(HEAD + table, base=tmp_path, env=env)
 
 
+def test_the_pi_examples_dashboard_block_works_once_uncommented() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "raspberrypi" / "inspection.toml"
+    text = example.read_text()
+    block = text[text.index("# [dashboard]"):].split("\n\n")[0]
+    enabled = text.replace(block, "\n".join(line[2:] for line in block.splitlines()))
+    config = parse_config(enabled, env={"EDGEKIT_DASHBOARD_TOKEN": TOKEN}).dashboard
+    assert config is not None and (config.host, config.port, config.token) == ("0.0.0.0", 8080, TOKEN)
+    assert config.shifts == (360, 840, 1320) and config.token_source == TokenSource.ENVIRONMENT
+
+
 def test_a_non_local_bind_without_a_token_is_refused() -> None:
     with pytest.raises(ConfigError, match="binds 0.0.0.0, which other machines reach: it needs a token"):
         DashboardConfig(port=8080, host="0.0.0.0")
