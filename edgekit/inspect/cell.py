@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from edgekit.errors import EdgekitError
 from edgekit.inspect.config import InspectionConfig
 from edgekit.inspect.engine import CellDetector, ResultStream
 from edgekit.inspect.events import EventEmitter, EventKind, EventSink, SequenceCounter
@@ -35,9 +36,13 @@ if TYPE_CHECKING:  # OpenCV and the loop load when a cell opens, not when edgeki
     from edgekit.loop import LoopSummary
     from edgekit.results import FrameResult
     from edgekit.tasks import DetectorOptions
-    from edgekit.video import SourceSpec, VideoSource
+    from edgekit.sources import SourceSpec, VideoSource
 
-__all__ = ["Cell", "source_spec", "config_sinks"]
+__all__ = ["Cell", "CellNotOpen", "source_spec", "config_sinks"]
+
+
+class CellNotOpen(EdgekitError, RuntimeError):
+    """:meth:`Cell.run` was called on a cell that is not open (use it in a ``with`` block)."""
 
 
 def _judged(result: FrameResult) -> tuple[Any, Any]:
@@ -55,7 +60,7 @@ def source_spec(config: InspectionConfig) -> SourceSpec:
     Raises:
         SourceError: the source is malformed (a bad URL, say).
     """
-    from edgekit.video import SourceKind, SourceSpec, parse_source
+    from edgekit.sources import SourceKind, SourceSpec, parse_source
 
     s = config.source
     kw: dict[str, Any] = dict(width=s.width, height=s.height, fps=s.fps, realtime=s.realtime)
@@ -119,6 +124,7 @@ class Cell:
         self.metrics: Metrics | None = None
         self.parts: PartsStage | None = None  # per-part mode (opened with the cell)
         self.dashboard: Dashboard | None = None  # the operator's page ([dashboard])
+        self.fleet: Any = None  # an edgekit.fleet FleetFollower when [model] names a channel
         self.published = 0  # decisions published as events so far
         self._given_detector = detector
         self._given_source = source
@@ -169,6 +175,10 @@ class Cell:
         if self._given_detector is not None:
             self.detector: CellDetector = self._given_detector
         elif self.model_dir:
+            if cfg.fleet is not None:  # first the channel's verified version into the folder
+                from edgekit.fleet.cellhook import open_follower
+
+                self.fleet = open_follower(cfg, self.model_dir, self.events, stack, self.isolate)
             self.detector = stack.enter_context(contextlib.closing(self._hot_swap(self._options())))
         elif cfg.model.path:
             self.detector = stack.enter_context(contextlib.closing(self._fixed(self._options())))
@@ -216,6 +226,8 @@ class Cell:
         from edgekit.inspect.hotswap import HotSwapEngine
 
         def on_model_event(kind: EventKind, payload: dict[str, Any]) -> None:
+            if self.fleet is not None:
+                self.fleet.on_model_event(kind, payload)
             if kind is EventKind.MODEL_SWITCH:
                 self.events.model_version = payload["to"]
                 if self.metrics is not None:
@@ -230,7 +242,7 @@ class Cell:
 
     # --- running ------------------------------------------------------------------------
     def _open_stream(self, max_frames: int | None, duration: float | None) -> ResultStream:
-        from edgekit.video import VideoSource
+        from edgekit.sources import VideoSource
 
         given = self._given_source
         source = given if isinstance(given, VideoSource) else VideoSource(given or source_spec(self.config))
@@ -254,9 +266,10 @@ class Cell:
         Raises (while iterating):
             SourceError: the source fails for good. ModelError: inference fails.
             ConfigError: a zone lies outside the frames the source delivers.
+            CellNotOpen: the cell is not open.
         """
         if not self._opened:
-            raise RuntimeError("open the cell first: `with Cell.from_config(config) as cell: ...`")
+            raise CellNotOpen("open the cell first: `with Cell.from_config(config) as cell: ...`")
         self._stream = stream = self._open_stream(max_frames, duration)
         processed, checked_frame, last_queue = 0, False, 0.0
         try:
@@ -278,6 +291,10 @@ class Cell:
                         if self._publish(decision):
                             yield decision
                     self._observe(result, processed)
+                    if self.fleet is not None:  # the health check of a version on trial
+                        from edgekit.fleet.cellhook import frame_health
+
+                        self.fleet.observe(*frame_health(result, decisions))
                     if self.dashboard is not None:  # hands over the newest frame; never waits for a viewer
                         self.dashboard.observe(result, self.parts.last if self.parts is not None else None)
                     if time.monotonic() - last_queue > 1.0:

@@ -126,7 +126,9 @@ def test_misuse_and_bad_config_say_what_to_do(tmp_path: Path, video: Path, share
 
     cfg = write_config(tmp_path, video, shared_models)
     if case == "not opened":
-        with pytest.raises(RuntimeError, match=error):
+        from edgekit.inspect.cell import CellNotOpen
+
+        with pytest.raises(CellNotOpen, match=error):
             next(Cell.from_config(load_config(cfg)).run())
         return
     cfg.write_text(cfg.read_text().replace('label = "kite"', 'label = "kyte"'))
