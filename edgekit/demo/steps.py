@@ -125,7 +125,7 @@ def detect_video(model: Path, video: Path, truth: VideoTruth, out: Path) -> Dete
     from edgekit.sinks.jsonl import JsonlSink
     from edgekit.sinks.video_writer import VideoWriterSink
     from edgekit.tasks import Detector
-    from edgekit.video import VideoSource, parse_source
+    from edgekit.sources import VideoSource, parse_source
 
     preds, truths = [], []
     source = VideoSource(parse_source(str(video), realtime=True))
