@@ -207,12 +207,13 @@ def test_shift_counters_roll_over_at_a_shift_start() -> None:
 
 # --- a running cell over HTTP ------------------------------------------------------------------------
 @pytest.mark.slow  # the MQTT and webhook sinks try their dead receivers for 2 s each when closing
-def test_token_on_a_non_local_bind_and_no_secret_in_any_response(tmp_path: Path, belt_video: Any,
+def test_token_on_a_non_local_bind_and_no_secret_in_any_response(tmp_path: Path, belt_video: Any, modbus_server: Any,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     port = free_port()
     dead = free_port()  # an MQTT broker that is not there: events queue on disk
     extra = (f'[sinks.mqtt]\nhost = "127.0.0.1"\nport = {dead}\nusername = "line"\npassword_env = "MQTT_PW"\n'
-             f'[sinks.webhook]\nurl = "http://127.0.0.1:{dead}/hook"\nheaders = {{ Authorization = "{HOOK_SECRET}" }}\n')
+             f'[sinks.webhook]\nurl = "http://127.0.0.1:{dead}/hook"\nheaders = {{ Authorization = "{HOOK_SECRET}" }}\n'
+             f'[plc]\nhost = "127.0.0.1"\nport = {modbus_server.port}\ncoil = 4\ndelay = 0\n')
     text = belt_config(tmp_path, Path(belt_video.path), f'port = {port}\nhost = "0.0.0.0"\ntoken_env = "DASH_TOKEN"\n',
                        extra)
     config = parse_config(text, name="cell.toml", base=tmp_path, env={"DASH_TOKEN": TOKEN, "MQTT_PW": PASSWORD})
@@ -234,6 +235,14 @@ def test_token_on_a_non_local_bind_and_no_secret_in_any_response(tmp_path: Path,
         doc = json.loads(body)
         assert status == 200 and doc["mode"] == "parts" and doc["model"]["file"] == "oracle.tflite"
         assert {s["name"] for s in doc["sinks"]} == {"rotatingjsonl", "mqtt", "webhook"}
+        failed_parts = sum(not v.passed for v in verdicts)
+        deadline = time.monotonic() + 10
+        while doc["plc"].get("written", 0) < failed_parts and time.monotonic() < deadline:
+            time.sleep(0.1)
+            cell.events.flush()
+            doc = json.loads(client.request("/api/status", headers=bearer)[2])
+        assert doc["plc"]["state"] == "ok" and doc["plc"]["written"] == failed_parts > 0
+        assert len(doc["plc"]["outputs"]) == 1 and str(modbus_server.port) in doc["plc"]["outputs"][0]
         # ?token= once: a cookie (HttpOnly, not the token) and a redirect that drops the token from the address
         status, headers, _ = client.request(f"/?token={TOKEN}")
         assert status == 303 and headers["location"] == "/"
@@ -455,6 +464,8 @@ def test_the_page_in_a_browser_shows_what_the_cell_sent_to_its_sinks(tmp_path: P
             seqs = [int(li.get_attribute("data-seq")) for li in browser.find_elements(By.CSS_SELECTOR, "#events li")]
             assert seqs == sorted(seqs, reverse=True) and set(seqs) <= {e["seq"] for e in events}
             assert max(seqs) >= max(e["seq"] for e in events if e["kind"] == "part")
+            browser.set_window_size(1920, 1080)  # a wall screen
+            browser.save_screenshot(str(tmp_path / "dashboard-wall.png"))
             browser.set_window_size(390, 844)  # a phone
             browser.save_screenshot(str(tmp_path / "dashboard-phone.png"))
             width = browser.execute_script("return document.documentElement.scrollWidth")
