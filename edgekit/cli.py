@@ -31,6 +31,9 @@ COMMANDS: dict[str, str] = {
     "segment": "segment",
     "pose": "pose",
     "meta": "meta",
+    "keygen": "keygen",
+    "release": "release",
+    "fleet": "fleet",
 }
 
 

@@ -8,6 +8,7 @@ examples/raspberrypi/inspection.toml.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import socket
@@ -24,6 +25,7 @@ from edgekit.inspect.triggers import PublishMode, TriggerMode
 from edgekit.sinks.mqtt import check_topic_part
 
 if TYPE_CHECKING:
+    from edgekit.fleet.settings import FleetSettings
     from edgekit.inspect.dashboard.config import DashboardConfig
     from edgekit.inspect.partsconfig import PartsConfig
 
@@ -96,6 +98,7 @@ class InspectionConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     parts: PartsConfig | None = None  # per-part mode: [parts], [line], [plc]
     dashboard: DashboardConfig | None = None  # [dashboard]: the operator's page (edgekit.inspect.dashboard)
+    fleet: FleetSettings | None = None  # [model] channel and [fleet]: follow a release channel (edgekit.fleet)
 
     def check_labels(self, labels: list[str] | None) -> None:
         """Raises ConfigError when a rule counts a label the model does not have, or when rules
@@ -173,7 +176,7 @@ def _enum(t: Table, key: str, enum_cls: Any, default: Any) -> Any:
 def _build(top: Table) -> InspectionConfig:
     ctx = top.ctx
     top.allow("device", "state_dir", "source", "model", "zones", "rules", "trigger", "sinks", "metrics",
-              "parts", "line", "plc", "dashboard")
+              "parts", "line", "plc", "dashboard", "fleet")
     device = top.get("device", str, socket.gethostname(), expect="a device id")
     try:
         check_topic_part("device", device)
@@ -191,6 +194,12 @@ def _build(top: Table) -> InspectionConfig:
         trigger=_trigger(trig_t) if trig_t else TriggerConfig(), zones=zones, rules=rules,
         sinks=parse_sinks(sinks_t, device, str(state_dir)) if sinks_t else SinksConfig(),
         metrics=_metrics(met_t) if met_t else MetricsConfig(), parts=_parts(top, zones), dashboard=_dashboard(top))
+    if model_t.has("channel") or top.has("fleet"):
+        from edgekit.fleet.settings import parse_fleet
+
+        mq = config.sinks.mqtt
+        fleet = parse_fleet(model_t, top.table("fleet"), (mq.host, mq.port) if mq is not None else None)
+        config = dataclasses.replace(config, fleet=fleet)
     if config.source.width and config.source.height:
         for zone in zones:
             try:
@@ -252,7 +261,8 @@ def _source(t: Table) -> SourceConfig:
 def _model(t: Table) -> ModelConfig:
     from edgekit.runtimes.delegates import Delegate
 
-    t.allow("path", "dir", "delegate", "threads", "labels", "threshold", "poll_seconds")
+    t.allow("path", "dir", "delegate", "threads", "labels", "threshold", "poll_seconds", "channel", "public_key",
+            "trust")  # the last three: edgekit.fleet.settings
     if t.has("path") == t.has("dir"):
         raise t.error(None, "give exactly one of path (a .tflite file) or dir (a versioned model folder)")
     delegate = t.get("delegate", str, "auto", expect="auto, cpu, xnnpack, edgetpu or edgetpu:usb:N")

@@ -49,6 +49,7 @@ class EventKind(str, enum.Enum):
     STATUS = "status"  # started, stopping, errors worth a dashboard's attention
     PART = "part"  # one part's verdict where its track crossed the line (per-part mode)
     REJECT = "reject"  # a reject signal to the PLC: written, retried, failed or dropped
+    ROLLOUT = "rollout"  # a fleet rollout step: installed, trial, healthy, rollback, refused (edgekit.fleet)
 
 
 @dataclass(frozen=True)

@@ -114,12 +114,16 @@ class ModelWatcher:
             preprocessing for the version's input, and its decoder), in the background thread
             that loads the version; a ModelError, InputError or ValueError from it refuses the
             version. :attr:`prepared` holds the result for the serving version.
+        isolate: try each version in a child process before loading it (a crashing file then
+            ends in a refusal, not in a dead process); False where the files were verified and
+            self-tested already (a fleet follower's test devices).
     """
 
     def __init__(self, root: str | os.PathLike[str], *, delegate: Any = "auto", num_threads: int | None = None,
                  poll_seconds: float = 2.0, on_event: OnEvent | None = None, warmup: int = 2,
-                 prepare: Callable[[Model], Any] | None = None) -> None:
+                 prepare: Callable[[Model], Any] | None = None, isolate: bool = True) -> None:
         self.root = Path(root)
+        self.isolate = isolate
         self.name = self.root.resolve().name
         self._load_kw: dict[str, Any] = {"delegate": delegate, "num_threads": num_threads}
         self.poll_seconds, self.warmup = poll_seconds, warmup
@@ -212,7 +216,7 @@ class ModelWatcher:
         t0 = time.perf_counter()
         model: Model | None = None
         try:
-            model = load_model(mv.path, isolate=True, **self._load_kw)
+            model = load_model(mv.path, isolate=self.isolate, **self._load_kw)
             load_ms = (time.perf_counter() - t0) * 1e3
             if self._model is not None and (why := compatible(model, self._model)):
                 raise ModelRefused(why)

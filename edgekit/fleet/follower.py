@@ -1,0 +1,451 @@
+"""A device following a release channel into its versioned model folder.
+
+:class:`FleetFollower` polls the channel (conditional GETs, jittered) or wakes on an MQTT
+notification, and when the signed channel selects this device for a version it does not have:
+downloads it (resuming where a broken transfer stopped) into a hidden staging folder, checks
+every file's size and SHA-256 against the signed manifest *before anything reads the model*,
+runs the release's golden self-test and renames the folder into place, where the
+:class:`~edgekit.inspect.modelwatch.ModelWatcher` hot-swaps it in. The new version then serves on
+trial: a health regression against the version before it (:mod:`edgekit.fleet.health`), a refusal
+by the watcher, a halted release or a process that died during the trial rolls it back (its
+folder is removed, so the watcher returns to the previous one) and the reason is reported.
+Anything that fails verification is deleted and reported; the serving model runs on.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import queue
+import random
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from edgekit.errors import ModelError
+from edgekit.fleet.health import Health, HealthTracker, HealthVerdict
+from edgekit.fleet.keys import SignatureError, parse_public_key
+from edgekit.fleet.manifest import MAX_DOCUMENT_BYTES, Channel, FileEntry, ManifestError, ReleaseManifest, selected
+from edgekit.fleet.settings import FleetSettings, Trust
+from edgekit.fleet.state import FollowerState, Trial
+from edgekit.fleet.status import DeviceStatus
+from edgekit.fleet.transport import TooLarge, TransferError, fetch, fsync_dir, join_url
+from edgekit.fleet.verify import VerificationError, download_verified, local_problem
+from edgekit.inspect.modelwatch import find_versions
+
+__all__ = ["FleetFollower", "Phase", "Outcome", "VerificationError"]
+
+log = logging.getLogger(__name__)
+
+
+class Phase(str, enum.Enum):
+    STARTING = "starting"
+    SERVING = "serving"
+    DOWNLOADING = "downloading"
+    TESTING = "testing"
+    INSTALLED = "installed"  # in the folder, waiting for the serving loop to switch
+    TRIAL = "trial"
+    ROLLED_BACK = "rolled_back"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class Outcome(str, enum.Enum):
+    UNCHANGED = "unchanged"
+    UP_TO_DATE = "up_to_date"
+    NOT_SELECTED = "not_selected"
+    INSTALLED = "installed"
+    HALTED = "halted"
+    REJECTED = "rejected"  # this version was rolled back or refused here before
+    FAILED = "failed"
+
+
+class FleetFollower:
+    """Keeps a versioned model folder on the version its channel selects for this device.
+
+    Args:
+        settings: the channel, key and thresholds (:func:`edgekit.fleet.settings.parse_fleet`).
+        device: this device's id (its rollout bucket is a hash of it).
+        model_dir: the versioned folder the serving loop watches.
+        state_dir: where ``fleet.json`` keeps what must survive a restart.
+        on_event: called with each rollout event's payload (installed, trial, healthy, rollback, refused).
+        publisher: a :class:`~edgekit.fleet.status.StatusPublisher` for the retained status.
+        isolate: load a new version for its self-test in a child process first.
+
+    Raises:
+        ConfigError: a malformed public key. EdgekitError: cryptography is not installed.
+    """
+
+    def __init__(self, settings: FleetSettings, *, device: str, model_dir: str | Path, state_dir: str | Path,
+                 on_event: Callable[[dict[str, Any]], None] | None = None, publisher: Any = None,
+                 isolate: bool = True) -> None:
+        self.s, self.device, self.isolate = settings, device, isolate
+        self.key = parse_public_key(settings.public_key) if settings.trust is Trust.SIGNED else None
+        if self.key is not None:
+            from edgekit.fleet.keys import _crypto
+
+            _crypto()  # say now, not at the first release, that cryptography is missing
+        self.root = Path(model_dir)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._state_path = Path(state_dir) / "fleet.json"
+        self._state_path.parent.mkdir(parents=True, exist_ok=True)
+        self.state = FollowerState.load(self._state_path)
+        self.health = HealthTracker(settings.health)
+        self.on_event, self.publisher = on_event, publisher
+        self.serving: int | None = None
+        self.pending: int | None = None
+        self.phase = Phase.STARTING
+        self.last_error: str | None = None
+        self.downloaded = 0  # bytes received from the channel's server since start
+        self.channel: Channel | None = None
+        self._etag: str | None = None
+        self._modified: str | None = None
+        self._failures: dict[tuple[int, int], int] = {}  # (serial, version) -> failed attempts
+        self._lock = threading.RLock()  # one sync or rollback at a time
+        self._state_lock = threading.Lock()
+        self._actions: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._notified = False
+        self._thread: threading.Thread | None = None
+        self._started = time.monotonic()
+        self._frames, self._fps_mark = 0, (time.monotonic(), 0)
+
+    # --- start and stop ------------------------------------------------------------------
+    def recover(self) -> None:
+        """At start, before the folder is served: roll back a version whose trial the last run did
+        not survive, and remove version folders whose files do not match their signed manifest."""
+        with self._lock:
+            st = self.state
+            if st.running and st.trial is not None:
+                t = st.trial
+                self._reject(t.version, f"the process ended during the {t.phase} of version {t.version} "
+                                        "(an interpreter crash?)")
+            elif st.trial is not None and st.trial.phase == "selftest":
+                st.trial = None
+            st.running = True
+            self._save()
+            for version, path in sorted(find_versions(self.root).items()):
+                why = local_problem(path.parent, self.key)
+                if why is not None:
+                    self._reject(version, why, action="refused")
+
+    def ensure_version(self, timeout: float) -> None:
+        """Block until the folder holds a version (a new device's first sync).
+
+        Raises:
+            ModelError: none arrived within `timeout` seconds (the last error says why).
+        """
+        deadline = time.monotonic() + timeout
+        while not find_versions(self.root):
+            if self.sync() is Outcome.INSTALLED:
+                continue
+            if time.monotonic() > deadline:
+                raise ModelError(f"no model version from the channel {self.s.channel} within {timeout:.0f} s: "
+                                 f"{self.last_error or 'this device is in no release yet'}")
+            self._stop.wait(min(2.0, self.s.poll_seconds))
+
+    def start(self) -> FleetFollower:
+        """Follow the channel in a background thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="edgekit-fleet", daemon=True)
+            self._thread.start()
+        return self
+
+    def notify(self, payload: bytes = b"") -> None:
+        """A release notification arrived: check the channel soon (after a short random spread)."""
+        self._notified = True
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop following and record a clean stop (a trial goes on at the next start). Safe twice."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.s.timeout + 5)
+            self._thread = None
+        with self._lock:
+            if self.phase is not Phase.STOPPED:
+                self.state.running = False
+                self._save()
+                self.phase = Phase.STOPPED
+                if self.publisher is not None:
+                    self.publisher.close(self.status())
+
+    def _loop(self) -> None:
+        s = self.s
+        next_poll = time.monotonic() + s.poll_seconds * random.uniform(1 - s.jitter, 1 + s.jitter)
+        while not self._stop.is_set():
+            self._wake.wait(max(0.0, next_poll - time.monotonic()))
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            self.process()
+            if self._notified and self._stop.wait(random.uniform(0, s.notify_spread)):
+                break
+            if self._notified or time.monotonic() >= next_poll:
+                self._notified = False
+                self.sync()
+                next_poll = time.monotonic() + s.poll_seconds * random.uniform(1 - s.jitter, 1 + s.jitter)
+            self.publish_status()
+
+    # --- what the serving loop reports ----------------------------------------------------
+    def on_model_event(self, kind: Any, payload: dict[str, Any]) -> None:
+        """The watcher's MODEL_SWITCH / MODEL_REFUSED events (any thread; never blocks long)."""
+        kind = getattr(kind, "value", kind)
+        version = payload.get("version")
+        trial = self.state.trial
+        if kind == "model_switch" and isinstance(version, int):
+            self.serving = version
+            on_trial = trial is not None and trial.version == version
+            self.health.switched(version, trial=on_trial)
+            if on_trial and trial is not None:
+                trial.phase = "trial"
+                self._save()
+                self.phase, self.pending = Phase.TRIAL, None
+                self._emit("trial", version=version, previous=trial.previous)
+            elif self.phase in (Phase.STARTING, Phase.INSTALLED, Phase.TRIAL):
+                self.phase = Phase.SERVING
+            self._wake.set()
+        elif kind == "model_refused" and trial is not None and version == trial.version:
+            self._actions.put(("reject", version, f"the serving loop refused it: {payload.get('reason')}"))
+            self._wake.set()
+
+    def observe(self, score: float | None, failed: bool | None = None, error: bool = False) -> None:
+        """One frame's outcome (top score, FAIL verdict, inference error) for the health check."""
+        self._frames += 1
+        verdict = self.health.observe(score, failed, error)
+        if verdict is not None:
+            self._actions.put(("verdict", verdict))
+            self._wake.set()
+
+    def process(self) -> None:
+        """Act on health verdicts and refusals reported since the last call (the follower's thread
+        does this; call it yourself when the follower runs without one)."""
+        while True:
+            try:
+                action = self._actions.get_nowait()
+            except queue.Empty:
+                return
+            with self._lock:
+                if action[0] == "reject":
+                    self._reject(action[1], action[2])
+                elif action[0] == "verdict":
+                    self._judged(action[1])
+
+    def _judged(self, v: HealthVerdict) -> None:
+        details = {"trial": v.trial.to_dict(), "baseline": v.baseline.to_dict()}
+        if v.health is Health.REGRESSED:
+            self._reject(v.version, f"health regressed on trial: {v.reason}", **details)
+            return
+        if self.state.trial is not None and self.state.trial.version == v.version:
+            self.state.trial = None
+            self._save()
+        self.phase = Phase.SERVING
+        self._emit("healthy", version=v.version, reason=v.reason, **details)
+
+    # --- following the channel ------------------------------------------------------------
+    def sync(self) -> Outcome:
+        """Check the channel once and install what it selects for this device (blocking)."""
+        with self._lock:
+            try:
+                outcome = self._sync()
+            except TransferError as exc:
+                self._failed(str(exc))
+                return Outcome.FAILED
+            except (SignatureError, ManifestError, VerificationError, ModelError) as exc:
+                self._failed(str(exc), refused=True)
+                return Outcome.FAILED
+            if outcome in (Outcome.UP_TO_DATE, Outcome.NOT_SELECTED) and self.phase is Phase.FAILED:
+                self.phase, self.pending = Phase.SERVING, None
+            return outcome
+
+    def _sync(self) -> Outcome:
+        got = fetch(self.s.channel, cap=MAX_DOCUMENT_BYTES, etag=self._etag, last_modified=self._modified,
+                    timeout=self.s.timeout)
+        self.downloaded += got.received
+        if got.data is None and self.channel is not None and self.phase is not Phase.FAILED:
+            return Outcome.UNCHANGED
+        if got.data is not None:
+            self.channel = self._verified_channel(got.data)
+            self._etag, self._modified = got.etag, got.last_modified  # only once it verified
+        if self.channel is None:
+            return Outcome.UNCHANGED
+        return self._follow(self.channel)
+
+    def _signature(self, url: str) -> bytes:
+        got = fetch(url, cap=4096, timeout=self.s.timeout)
+        self.downloaded += got.received
+        return got.data or b""
+
+    def _verified_channel(self, data: bytes) -> Channel:
+        if self.key is not None:
+            self.key.verify(self._signature(self.s.channel + ".sig"), data, "channel.json")
+        channel = Channel.parse(data)
+        if channel.serial < self.state.serial:
+            raise SignatureError(f"channel.json serial {channel.serial} is older than {self.state.serial} seen "
+                                 "before; a replayed old channel is refused")
+        if channel.serial > self.state.serial:
+            self.state.serial = channel.serial
+            self._save()
+        return channel
+
+    def _follow(self, channel: Channel) -> Outcome:
+        target, installed = channel.version, find_versions(self.root)
+        if channel.halted:
+            if target in installed:
+                self._reject(target, "halted by the release (edgekit release --halt)")
+            return Outcome.HALTED
+        want: int | None = target if selected(self.device, channel.rollout) else None
+        if want is None and not installed:  # a new device outside the rollout: the release before
+            earlier = [v for v in channel.releases if v < target and v not in self.state.rejected]
+            want = max(earlier) if earlier else None
+        if want is None:
+            return Outcome.NOT_SELECTED
+        if want in self.state.rejected:
+            return Outcome.REJECTED
+        if want in installed or (installed and want < max(installed)):
+            return Outcome.UP_TO_DATE
+        if self._failures.get((channel.serial, want), 0) >= 3:
+            return Outcome.FAILED  # given up until the channel changes
+        self._install(channel, want)
+        return Outcome.INSTALLED
+
+    def _install(self, channel: Channel, version: int) -> None:
+        entry = channel.releases[version]
+        stage = self.root / f".staging-{version}"
+        stage.mkdir(exist_ok=True)
+        self.pending, self.phase = version, Phase.DOWNLOADING
+        self.publish_status()
+        try:
+            manifest = self._fetch_manifest(channel, version, entry.manifest, stage)
+            folder = join_url(self.s.channel, entry.folder + "/")
+            for f in manifest.files:
+                self._download_verified(join_url(folder, f.path), f, stage / f.path)
+        except TransferError as exc:
+            self._failures[(channel.serial, version)] = self._failures.get((channel.serial, version), 0) + 1
+            if isinstance(exc, TooLarge):
+                shutil.rmtree(stage, ignore_errors=True)
+            raise  # a broken transfer keeps what arrived: the next sync resumes it
+        except (SignatureError, ManifestError, VerificationError):
+            self._failures[(channel.serial, version)] = self._failures.get((channel.serial, version), 0) + 1
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        with self._state_lock:
+            self.state.trial = Trial(version, self.serving, "selftest")
+        self._save()
+        self.phase = Phase.TESTING
+        try:
+            self._self_test(stage)
+        except ModelError as exc:
+            shutil.rmtree(stage, ignore_errors=True)
+            self._reject(version, f"golden self-test failed: {exc}", action="refused")
+            raise
+        (self.root / str(version)).parent.mkdir(exist_ok=True)
+        stage.rename(self.root / str(version))  # appears whole, verified and tested, or not at all
+        fsync_dir(self.root)
+        with self._state_lock:
+            if self.state.trial is not None:
+                self.state.trial.phase = "installed"
+                if self.state.trial.previous is None:
+                    self.state.trial = None  # a first version: nothing to compare with or return to
+        self._save()
+        self.phase = Phase.INSTALLED
+        self._emit("installed", version=version, previous=self.serving, files=len(manifest.files),
+                   bytes=manifest.total_size)
+        self._prune()
+
+    def _fetch_manifest(self, channel: Channel, version: int, entry: FileEntry, stage: Path) -> ReleaseManifest:
+        path = stage / "manifest.json"
+        self._download_verified(join_url(self.s.channel, entry.path), entry, path)
+        data = path.read_bytes()
+        if self.key is not None:
+            sig = self._signature(join_url(self.s.channel, entry.path + ".sig"))
+            self.key.verify(sig, data, f"version {version} manifest.json")
+            (stage / "manifest.json.sig").write_bytes(sig)
+        manifest = ReleaseManifest.parse(data, f"version {version} manifest.json")
+        if manifest.version != version or manifest.channel != channel.name:
+            raise VerificationError(f"version {version}'s manifest describes {manifest.channel}/{manifest.version}")
+        if manifest.total_size > self.s.max_download_bytes:
+            raise VerificationError(f"version {version} has {manifest.total_size} bytes, more than the "
+                                    f"{self.s.max_download_bytes} this device accepts ([fleet] max_download_mb)")
+        return manifest
+
+    def _download_verified(self, url: str, entry: FileEntry, dest: Path) -> None:
+        try:
+            self.downloaded += download_verified(url, entry, dest, timeout=self.s.timeout)
+        except TransferError as exc:
+            self.downloaded += getattr(exc, "received", 0)
+            raise
+
+    def _self_test(self, folder: Path) -> None:
+        from edgekit.inspect.selftest import golden_inputs, self_test
+        from edgekit.runtimes import load_model
+
+        with load_model(folder / "model.tflite", isolate=self.isolate) as model:
+            self_test(model, folder, golden_inputs(folder))
+
+    # --- rolling back and reporting --------------------------------------------------------
+    def _reject(self, version: int, reason: str, action: str = "rollback", **details: Any) -> None:
+        folder = self.root / str(version)
+        others = [v for v in find_versions(self.root) if v != version]
+        if folder.exists() and (others or action == "refused"):
+            aside = self.root / f".rejected-{version}"
+            shutil.rmtree(aside, ignore_errors=True)
+            folder.rename(aside)  # the watcher sees the version gone and returns to the highest left
+            fsync_dir(self.root)
+            shutil.rmtree(aside, ignore_errors=True)
+        elif folder.exists():
+            reason += "; no earlier version to roll back to, so it keeps serving"
+        with self._state_lock:
+            self.state.rejected[version] = reason
+            if self.state.trial is not None and self.state.trial.version == version:
+                self.state.trial = None
+        self._save()
+        self.health.switched(self.serving or 0, trial=False)
+        self.last_error, self.pending = reason, None
+        self.phase = Phase.ROLLED_BACK if action == "rollback" else Phase.FAILED
+        log.error("model version %d %s: %s", version, "rolled back" if action == "rollback" else "refused", reason)
+        self._emit(action, version=version, to=max(others) if others else None, reason=reason, **details)
+
+    def _failed(self, reason: str, refused: bool = False) -> None:
+        self.last_error, self.phase = reason, Phase.FAILED
+        log.error("following %s: %s", self.s.channel, reason)
+        if refused:
+            self._emit("refused", version=self.pending, reason=reason)
+        self.publish_status()
+
+    def _emit(self, action: str, **payload: Any) -> None:
+        event = {"action": action, "device": self.device, **payload}
+        for sink in (self.on_event, getattr(self.publisher, "event", None)):
+            if sink is not None:
+                try:
+                    sink(event)
+                except Exception as exc:  # noqa: BLE001 - reporting must not stop following
+                    log.error("fleet event handler failed: %s", exc)
+        self.publish_status()
+
+    def _prune(self) -> None:
+        keep = set(sorted(find_versions(self.root), reverse=True)[:self.s.keep_versions])
+        keep |= {v for v in (self.serving, self.state.trial.previous if self.state.trial else None) if v}
+        for v in set(find_versions(self.root)) - keep:
+            shutil.rmtree(self.root / str(v), ignore_errors=True)
+
+    def _save(self) -> None:
+        with self._state_lock:
+            self.state.save(self._state_path)
+
+    def status(self) -> DeviceStatus:
+        now, (t0, f0) = time.monotonic(), self._fps_mark
+        fps = (self._frames - f0) / (now - t0) if now - t0 > 0.5 else None
+        if fps is not None:
+            self._fps_mark = (now, self._frames)
+        return DeviceStatus(device=self.device, state=self.phase.value, running=self.serving, pending=self.pending,
+                            last_error=self.last_error, fps=round(fps, 1) if fps is not None else None,
+                            uptime_s=round(now - self._started, 1), channel=self.s.channel_name,
+                            downloaded_bytes=self.downloaded, updated=time.time())
+
+    def publish_status(self) -> None:
+        if self.publisher is not None:
+            self.publisher.publish(self.status())

@@ -1,0 +1,122 @@
+"""Is a new model version healthy? Its first frames compared with the version before it.
+
+The follower feeds every frame's outcome (the top score, the verdict when there was one, an
+inference error) to :class:`HealthTracker`. Frames of the serving version are remembered (the
+last ``baseline`` of them); when a version on trial takes over, its first ``window`` frames are
+compared with those: a FAIL rate higher by more than ``max_fail_rate_increase``, a mean top score
+moved by more than ``max_score_shift`` either way, or more than ``max_errors`` inference errors
+is a regression, and the follower rolls the version back.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import threading
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = ["HealthThresholds", "HealthStats", "HealthVerdict", "Health", "HealthTracker"]
+
+
+@dataclass(frozen=True)
+class HealthThresholds:
+    window: int = 300  # frames a version on trial must serve before it counts as healthy
+    baseline: int = 300  # frames of the previous version it is compared with (at most)
+    max_fail_rate_increase: float = 0.2  # absolute: 0.05 -> 0.30 is a regression
+    max_score_shift: float = 0.15  # absolute change of the mean top score, either way
+    max_errors: int = 3  # inference errors allowed in the window
+
+
+class HealthStats(NamedTuple):
+    frames: int
+    fail_rate: float | None  # of the frames that had a verdict
+    mean_score: float | None  # of the frames that had a score
+    errors: int
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        r = lambda v: None if v is None else round(v, 4)  # noqa: E731
+        return {"frames": self.frames, "fail_rate": r(self.fail_rate), "mean_score": r(self.mean_score),
+                "errors": self.errors}
+
+
+class Health(str, enum.Enum):
+    HEALTHY = "healthy"
+    REGRESSED = "regressed"
+
+
+class HealthVerdict(NamedTuple):
+    version: int
+    health: Health
+    reason: str
+    trial: HealthStats
+    baseline: HealthStats
+
+
+def _stats(frames: collections.deque[tuple[float | None, bool | None, bool]] | list[
+        tuple[float | None, bool | None, bool]]) -> HealthStats:
+    scores = [s for s, _, _ in frames if s is not None]
+    judged = [f for _, f, _ in frames if f is not None]
+    return HealthStats(len(frames), sum(judged) / len(judged) if judged else None,
+                       sum(scores) / len(scores) if scores else None, sum(1 for *_, e in frames if e))
+
+
+class HealthTracker:
+    """Remembers the serving version's recent frames and judges a version on trial (thread-safe)."""
+
+    def __init__(self, thresholds: HealthThresholds) -> None:
+        self.t = thresholds
+        self._lock = threading.Lock()
+        self._version: int | None = None
+        self._recent: collections.deque[tuple[float | None, bool | None, bool]] = collections.deque(
+            maxlen=max(1, thresholds.baseline))
+        self._trial: int | None = None
+        self._baseline: list[tuple[float | None, bool | None, bool]] = []
+        self._window: list[tuple[float | None, bool | None, bool]] = []
+
+    def switched(self, version: int, *, trial: bool) -> None:
+        """`version` serves from now on; judge it when `trial` (its predecessor's frames are the baseline)."""
+        with self._lock:
+            if trial:
+                self._baseline = list(self._recent)
+                self._trial, self._window = version, []
+            elif version != self._trial:
+                self._trial = None
+            self._version = version
+            self._recent.clear()
+
+    @property
+    def on_trial(self) -> int | None:
+        return self._trial
+
+    def observe(self, score: float | None, failed: bool | None, error: bool = False) -> HealthVerdict | None:
+        """One frame's outcome; returns the verdict on the version on trial once it is decided."""
+        frame = (score, failed, error)
+        with self._lock:
+            self._recent.append(frame)
+            if self._trial is None:
+                return None
+            self._window.append(frame)
+            trial, base = _stats(self._window), _stats(self._baseline)
+            reason = self._regression(trial, base)
+            if reason is None and len(self._window) < self.t.window:
+                return None
+            version, self._trial = self._trial, None
+        health = Health.HEALTHY if reason is None else Health.REGRESSED
+        return HealthVerdict(version, health, reason or f"{trial.frames} frames within the thresholds", trial, base)
+
+    def _regression(self, trial: HealthStats, base: HealthStats) -> str | None:
+        t = self.t
+        if trial.errors > t.max_errors:
+            return f"{trial.errors} inference errors in {trial.frames} frames (allowed {t.max_errors})"
+        if trial.frames < t.window or base.frames < min(t.window, 30):
+            return None  # decided on a full window against a baseline worth the name
+        if trial.fail_rate is not None and base.fail_rate is not None \
+                and trial.fail_rate - base.fail_rate > t.max_fail_rate_increase:
+            return (f"FAIL rate {base.fail_rate:.1%} -> {trial.fail_rate:.1%} "
+                    f"(more than +{t.max_fail_rate_increase:.0%})")
+        if trial.mean_score is not None and base.mean_score is not None \
+                and abs(trial.mean_score - base.mean_score) > t.max_score_shift:
+            return (f"mean top score {base.mean_score:.3f} -> {trial.mean_score:.3f} "
+                    f"(shift beyond {t.max_score_shift})")
+        return None

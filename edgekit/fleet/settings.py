@@ -1,0 +1,150 @@
+"""What a device following a release channel is told: the ``[model]`` channel keys and ``[fleet]``.
+
+::
+
+    [model]
+    dir = "models/inspection"                       # the versioned folder the cell serves
+    channel = "https://releases.example.com/line1/channel.json"
+    public_key = "ed25519:8Jt1...="                 # signing.pub from edgekit keygen
+
+    [fleet]                                         # all optional
+    poll_seconds = 300      # jittered by +-jitter; an MQTT notification wakes the device sooner
+    jitter = 0.2
+    broker = "10.0.0.5:1883"  # status and notifications (default: [sinks.mqtt]'s broker, if any)
+    health_window = 300     # frames a new version serves on trial
+    max_fail_rate_increase = 0.2
+    max_score_shift = 0.15
+    max_errors = 3
+    max_download_mb = 512
+    keep_versions = 3
+
+There is no switch that turns verification off. ``trust = "unsigned-local"`` (instead of a
+public key) accepts an unsigned channel only from a ``file://`` folder on the device itself; the
+SHA-256 of every file is still checked.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgekit.errors import ConfigError
+from edgekit.fleet.health import HealthThresholds
+
+__all__ = ["Trust", "FleetSettings", "parse_fleet", "parse_broker"]
+
+
+class Trust(str, enum.Enum):
+    SIGNED = "signed"
+    UNSIGNED_LOCAL = "unsigned-local"
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    channel: str
+    public_key: str | None = field(default=None, repr=False)  # public, but long; its id is what we show
+    trust: Trust = Trust.SIGNED
+    poll_seconds: float = 300.0
+    jitter: float = 0.2
+    notify_spread: float = 1.0  # seconds over which devices woken by one notification spread their fetches
+    broker: tuple[str, int] | None = None
+    topic_prefix: str = "edgekit"
+    notify_topic: str | None = None  # default: <prefix>/channel/<the channel URL's folder name>
+    health: HealthThresholds = field(default_factory=HealthThresholds)
+    max_download_bytes: int = 512 << 20
+    keep_versions: int = 3
+    timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        from edgekit.fleet.transport import TransferError, url_kind
+
+        try:
+            kind = url_kind(self.channel)
+        except TransferError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.trust is Trust.UNSIGNED_LOCAL and kind != "file":
+            raise ConfigError(f"trust = \"unsigned-local\" is for a file:// channel on the device itself; "
+                              f"{kind}:// channels need public_key (edgekit keygen writes it)")
+        if self.trust is Trust.SIGNED and not self.public_key:
+            raise ConfigError("a channel needs public_key = \"ed25519:...\" (the .pub file edgekit keygen wrote)")
+        if self.public_key:
+            from edgekit.fleet.keys import parse_public_key
+
+            parse_public_key(self.public_key)
+        if self.keep_versions < 2:
+            raise ConfigError("keep_versions must be >= 2 (the serving version and the one to roll back to)")
+
+    @property
+    def channel_name(self) -> str:
+        parts = [p for p in self.channel.split("?")[0].split("/") if p]
+        return parts[-2] if len(parts) >= 2 else "default"
+
+    @property
+    def notification_topic(self) -> str:
+        return self.notify_topic or f"{self.topic_prefix}/channel/{self.channel_name}"
+
+
+def parse_broker(text: str) -> tuple[str, int]:
+    """'HOST:PORT' or 'HOST' (1883).
+
+    Raises:
+        ConfigError: a port that is not 1-65535.
+    """
+    host, _, port = text.rpartition(":") if ":" in text else (text, "", "1883")
+    try:
+        number = int(port)
+    except ValueError:
+        number = 0
+    if not host or not 0 < number < 65536:
+        raise ConfigError(f"a broker is HOST:PORT like 127.0.0.1:1883, got {text!r}")
+    return host, number
+
+
+def parse_fleet(model: Any, fleet: Any, default_broker: tuple[str, int] | None) -> FleetSettings | None:
+    """The settings from the config's ``[model]`` and ``[fleet]`` tables (tomlpos Tables; `fleet`
+    may be None); None when ``[model]`` names no channel.
+
+    Raises:
+        ConfigError: naming the key and line.
+    """
+    from edgekit.inspect.tomlpos import NONNEG_INT, POS_INT, POS_NUM
+
+    if not model.has("channel"):
+        if fleet is not None or model.has("public_key") or model.has("trust"):
+            raise model.error("channel", "public_key, trust and [fleet] need [model] channel = \"https://...\"")
+        return None
+    if not model.has("dir"):
+        raise model.error("channel", "a channel fills a versioned folder: give [model] dir, not path")
+    channel = model.get("channel", str, expect="an https:// or file:// URL of a channel.json")
+    trust = model.get("trust", str, Trust.SIGNED.value, check=lambda v: v in [t.value for t in Trust],
+                      expect="\"unsigned-local\" (or leave it out: signed)")
+    kw: dict[str, Any] = {}
+    if fleet is not None:
+        fleet.allow("poll_seconds", "jitter", "broker", "topic_prefix", "notify_topic", "health_window",
+                    "health_baseline", "max_fail_rate_increase", "max_score_shift", "max_errors", "max_download_mb",
+                    "keep_versions", "timeout")
+        unit = dict(check=lambda v: 0 <= v <= 1, expect="a number in 0..1")
+        kw = dict(poll_seconds=fleet.get("poll_seconds", float, 300.0, **POS_NUM),
+                  jitter=fleet.get("jitter", float, 0.2, **unit),
+                  topic_prefix=fleet.get("topic_prefix", str, "edgekit"),
+                  notify_topic=fleet.get("notify_topic", str, None),
+                  max_download_bytes=int(fleet.get("max_download_mb", float, 512.0, **POS_NUM) * (1 << 20)),
+                  keep_versions=fleet.get("keep_versions", int, 3, **POS_INT),
+                  timeout=fleet.get("timeout", float, 10.0, **POS_NUM),
+                  health=HealthThresholds(
+                      window=fleet.get("health_window", int, 300, **POS_INT),
+                      baseline=fleet.get("health_baseline", int, 300, **POS_INT),
+                      max_fail_rate_increase=fleet.get("max_fail_rate_increase", float, 0.2, **unit),
+                      max_score_shift=fleet.get("max_score_shift", float, 0.15, **unit),
+                      max_errors=fleet.get("max_errors", int, 3, **NONNEG_INT)))
+        if fleet.has("broker"):
+            try:
+                kw["broker"] = parse_broker(fleet.get("broker", str))
+            except ConfigError as exc:
+                raise fleet.error("broker", str(exc)) from None
+    kw.setdefault("broker", default_broker)
+    try:
+        return FleetSettings(channel=channel, public_key=model.get("public_key", str, None), trust=Trust(trust), **kw)
+    except ConfigError as exc:
+        raise model.error("channel", str(exc)) from None

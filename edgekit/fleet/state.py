@@ -1,0 +1,51 @@
+"""What a following device remembers across restarts (``<state_dir>/fleet.json``, written atomically)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Trial", "FollowerState"]
+
+
+@dataclass
+class Trial:
+    """A version this device installed and has not yet found healthy."""
+
+    version: int
+    previous: int | None
+    phase: str  # "selftest": loading it for the golden self-test; "installed": in the folder; "trial": serving
+
+
+@dataclass
+class FollowerState:
+    serial: int = 0  # the highest channel serial accepted (an older signed channel is a replay)
+    trial: Trial | None = None
+    rejected: dict[int, str] = field(default_factory=dict)  # version -> why (never installed again)
+    running: bool = False  # True while the process runs; found True at start: it ended without closing
+
+    @classmethod
+    def load(cls, path: Path) -> FollowerState:
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+            trial = Trial(**d["trial"]) if isinstance(d.get("trial"), dict) else None
+            return cls(serial=int(d.get("serial", 0)), trial=trial,
+                       rejected={int(k): str(v) for k, v in (d.get("rejected") or {}).items()},
+                       running=bool(d.get("running")))
+        except FileNotFoundError:
+            return cls()
+        except (OSError, ValueError, TypeError, KeyError):
+            return cls()  # an unreadable state starts clean; the channel and the folder are the truth
+
+    def save(self, path: Path) -> None:
+        d: dict[str, Any] = asdict(self)
+        d["rejected"] = {str(k): v for k, v in self.rejected.items()}
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(d, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
