@@ -55,7 +55,8 @@ def compare_modes(model: Any, *, calibration: Any = None, validation: Any = None
     opts = options or ConvertOptions()
     chosen = list(modes) if modes is not None else list(Mode)
     with capture_native_output(enabled=not opts.verbose, show_progress=opts.progress), \
-            load_source(model, opts.preprocessing.input_size) as src, Session(src, opts, engine) as session:
+            load_source(model, opts.preprocessing.input_size, layout=opts.layout, split_head=opts.split_head,
+                        verbose=opts.verbose) as src, Session(src, opts, engine) as session:
         p = session.prepare(calibration, validation)
         return [_row(session, p, mode, output_dir) for mode in chosen]
 
