@@ -413,7 +413,8 @@ def load_onnx(path: Path, input_size: tuple[int, int] | None = None, layout: str
     hint = graph_normalization(m.model, m.spec.name)
     if hint is None and m.hints.ultralytics:
         hint = PreprocessingHint(mean=(0.0,), std=(255.0,), resize="letterbox",
-                                 description="Ultralytics export metadata: RGB pixels / 255, letterboxed")
+                                 description="Ultralytics export metadata: RGB pixels / 255, letterboxed",
+                                 interpolation="linear", box_mapping="ultralytics")
     return OnnxSource(name=path.name, sha256=sha256_bytes(m.data), input_shape=m.spec.nhwc_shape,
                       input_dtype="float32", model_name=m.model.graph.name or path.stem,
                       reference=OnnxReference(m.model.SerializeToString(), m.spec),

@@ -98,6 +98,7 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
     if not src.is_image:
         return None, []
     hinted_resize: ResizeMode | None = None
+    read_as: tuple[Interpolation, BoxMapping] = (Interpolation.AUTO, BoxMapping.EXACT)
     _, h, w, c = src.input_shape
     warnings: list[str] = []
     color = given.color or ColorOrder.RGB
@@ -118,6 +119,8 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
     elif (hint := getattr(src, "preprocessing_hint", None)) is not None:
         mean, std, decided = hint.mean, hint.std, hint.description
         hinted_resize = ResizeMode.parse(hint.resize)
+        read_as = (Interpolation.parse(getattr(hint, "interpolation", "auto")),
+                   BoxMapping.parse(getattr(hint, "box_mapping", "exact")))
     elif (app := _keras_application(src.model_name)) is not None:
         mean, std, app_color = app[1], app[2], app[3]
         color = given.color or app_color
@@ -129,7 +132,8 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
                         "assumed pixels / 255 (inputs 0..1). State it with --scale, or --mean and --std")
     pre = Preprocessing(input_size=(w, h), channels=c, mean=_per_channel(mean, c, "mean"),
                         std=_per_channel(std, c, "std"), color=color,
-                        resize=given.resize or hinted_resize or ResizeMode.STRETCH, decided_by=decided)
+                        resize=given.resize or hinted_resize or ResizeMode.STRETCH, decided_by=decided,
+                        interpolation=read_as[0], box_mapping=read_as[1])
     return pre, warnings
 
 

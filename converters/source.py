@@ -48,6 +48,10 @@ class PreprocessingHint:
     std: tuple[float, ...]
     resize: str  # "stretch" | "letterbox"
     description: str
+    # how the device shrinks frames and maps letterboxed boxes back (edgekit.contract.Interpolation,
+    # BoxMapping): Ultralytics' models are read as its predict does, "linear" and "ultralytics"
+    interpolation: str = "auto"
+    box_mapping: str = "exact"
 
 
 @dataclass(frozen=True)

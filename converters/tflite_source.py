@@ -160,7 +160,8 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
     labels = doc.get("labels") if isinstance(doc.get("labels"), list) else None
     if pre is not None and pre.get("mean") is not None and pre.get("std") is not None:
         hint = PreprocessingHint(tuple(float(v) for v in pre["mean"]), tuple(float(v) for v in pre["std"]),
-                                 str(pre.get("resize", "stretch")), "the model's edgekit metadata")
+                                 str(pre.get("resize", "stretch")), "the model's edgekit metadata",
+                                 str(pre.get("interpolation") or "auto"), str(pre.get("box_mapping") or "exact"))
         return (tuple(map(str, labels)) if labels else None), hint
     support = read_support_metadata(data, parsed)  # MediaPipe / Model Maker files
     if support is not None:
@@ -178,7 +179,8 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
             labels = [str(v) for _, v in sorted(((int(k), v) for k, v in names.items()))]
         except ValueError:
             labels = None
-    hint = PreprocessingHint((0.0,), (255.0,), "letterbox", "Ultralytics export metadata (RGB / 255, letterbox)")
+    hint = PreprocessingHint((0.0,), (255.0,), "letterbox", "Ultralytics export metadata (RGB / 255, letterbox)",
+                             "linear", "ultralytics")
     return (tuple(labels) if labels else None), hint
 
 

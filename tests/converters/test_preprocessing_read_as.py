@@ -1,0 +1,30 @@
+"""A source whose exporter says how its model is read (Ultralytics: bilinear, scale_boxes) gets
+that into the preprocessing, so the gate and the device both read it that way."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from edgekit.contract import BoxMapping, Interpolation
+from edgekit.converters.options import PreprocessingOverrides
+from edgekit.converters.preprocessing import resolve_preprocessing
+from edgekit.converters.source import PreprocessingHint
+
+ULTRALYTICS = PreprocessingHint((0.0,), (255.0,), "letterbox", "Ultralytics export metadata", "linear", "ultralytics")
+PLAIN = PreprocessingHint((127.5,), (127.5,), "stretch", "the model's TFLite metadata")
+
+
+@pytest.mark.parametrize("hint, expected, written", [
+    (ULTRALYTICS, (Interpolation.LINEAR, BoxMapping.ULTRALYTICS), {"interpolation": "linear",
+                                                                  "box_mapping": "ultralytics"}),
+    (PLAIN, (Interpolation.AUTO, BoxMapping.EXACT), {}),
+])
+def test_the_hint_decides_how_frames_are_read(hint: PreprocessingHint, expected: tuple, written: dict) -> None:
+    src = SimpleNamespace(is_image=True, input_shape=(1, 64, 64, 3), normalization=None, preprocessing_hint=hint,
+                          model_name="m")
+    pre, _ = resolve_preprocessing(src, PreprocessingOverrides())  # type: ignore[arg-type]
+    assert pre is not None and (pre.interpolation, pre.box_mapping) == expected
+    doc = pre.to_metadata()
+    assert {k: doc[k] for k in ("interpolation", "box_mapping") if k in doc} == written
