@@ -29,8 +29,11 @@ from edgekit.contract import (
     recognize_format,
     yolo_outputs,
 )
+from edgekit.contract import BoxMapping
 from edgekit.contract import task_of as _format_task
+from edgekit.contract.ultralytics import PREDICT_DEFAULTS
 from edgekit.converters._native import progress
+from edgekit.converters.preprocessing import Preprocessing
 from edgekit.errors import ConversionError, ModelError
 from edgekit.results import Detections
 from edgekit.runtimes import TensorSpec, load_model
@@ -173,7 +176,8 @@ def _top1(scores: np.ndarray) -> np.ndarray:
 
 
 def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
-            output_format: OutputFormat | None, transforms: Sequence[Transform] | None = None) -> Metrics:
+            output_format: OutputFormat | None, transforms: Sequence[Transform] | None = None,
+            pre: Preprocessing | None = None) -> Metrics:
     """Agreement, accuracy and error metrics of `quant` against `ref` (the float model).
 
     For detectors: mAP@0.5 of the quantized model's detections (score >= PREDICTION_SCORE)
@@ -189,7 +193,7 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
     n = len(ref.arrays[0]) if ref.arrays else 0
     per_output = tuple(_output_metrics(s.name, f, q) for s, f, q in zip(ref.specs, ref.arrays, quant.arrays))
     if output_format in (OutputFormat.SSD, OutputFormat.YOLO):
-        meta = {"output_format": output_format.value, "detection": detection_metadata(output_format, ref)}
+        meta = {"output_format": output_format.value, "detection": detection_metadata(output_format, ref, pre)}
         truth = detections(ref, meta, TRUTH_SCORE, transforms)
         found = detections(quant, meta, PREDICTION_SCORE, transforms)
         return Metrics(n, per_output, map50=map50(truth, found))
@@ -231,9 +235,11 @@ def _input_size(outputs: ModelOutputs) -> tuple[int, int]:
     return image_input(outputs.inputs[0]).size
 
 
-def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None) -> dict[str, Any] | None:
+def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None,
+                       pre: Preprocessing | None = None) -> dict[str, Any] | None:
     """The ``detection`` part of the edgekit metadata for a detector (the converter writes it; the
-    gate decodes with it). YOLO boxes are judged normalized when 99% of their coordinates stay in 1.5.
+    gate decodes with it). YOLO boxes are judged normalized when 99% of their coordinates stay in 1.5;
+    a model read as Ultralytics' (``pre.box_mapping``) gets its predict's conf, iou and max_det.
     """
     if fmt is OutputFormat.SSD:
         return {"box_format": "yxyx", "normalized": True}
@@ -241,12 +247,32 @@ def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None)
         doc: dict[str, Any] = {"box_format": "cxcywh", "iou_threshold": DEFAULT_IOU}
         if reference is not None:  # boxes of a few input pixels or more are not in 0..1
             boxes = yolo_boxes(reference)
+            # Judged on the rows the device would keep, as its decoder does: an Ultralytics TFLite
+            # export's boxes are fractions, but its empty anchors carry boxes wider than the input.
+            confident = yolo_confidence(reference) >= TRUTH_SCORE
+            if confident.shape == boxes.shape[:1] and confident.any():
+                boxes = boxes[confident]
             doc["normalized"] = bool(boxes.size and np.percentile(np.abs(boxes), 99) <= 1.5)
             where = yolo_outputs(reference.specs)
             if not where.split and where.layout is YoloLayout.V5:
                 doc["objectness"] = True  # so a head split after its boxes is read as YOLOv5 on the device
+        if pre is not None and pre.box_mapping is BoxMapping.ULTRALYTICS:
+            doc.update(PREDICT_DEFAULTS)
         return doc
     return None
+
+
+def yolo_confidence(outputs: ModelOutputs) -> np.ndarray:
+    """The best class score (with objectness, for YOLOv5 heads, its largest column) of each row of
+    a YOLO model's outputs over all samples, shape (K,), in the order of :func:`yolo_boxes`."""
+    where = yolo_outputs(outputs.specs)
+    if where.split:
+        raw = outputs.arrays[where.scores]
+        rows = raw if where.transposed else np.swapaxes(raw, -1, -2)
+        return rows.reshape(-1, rows.shape[-1]).max(axis=-1)
+    raw = outputs.arrays[where.boxes]
+    rows = raw if raw.shape[-2] >= raw.shape[-1] else np.swapaxes(raw, -1, -2)
+    return rows[..., 4:].reshape(-1, rows.shape[-1] - 4).max(axis=-1)
 
 
 def yolo_boxes(outputs: ModelOutputs) -> np.ndarray:

@@ -452,3 +452,23 @@ def test_mediapipe_style_metadata_gives_normalization_and_labels(models: dict[st
     assert r.preprocessing is not None and "TFLite metadata" in r.preprocessing.decided_by
     assert r.preprocessing.std == (1.0, 1.0, 1.0) and r.labels == tiny.CLASSES
     assert r.metrics.accuracy is not None and r.metrics.accuracy > 0.9  # pixels / 255 would not get there
+
+
+@pytest.mark.parametrize(("scale", "normalized"), [(1.0, True), (160.0, False)])
+def test_box_units_are_judged_on_confident_rows(scale: float, normalized: bool) -> None:
+    """Ultralytics' TFLite export gives boxes as fractions of the input, but its empty anchors carry
+    boxes wider than the input: the metadata must still say normalized (the device maps by it)."""
+    from edgekit.converters.evaluate import ModelOutputs, detection_metadata
+    from edgekit.converters.options import OutputFormat
+    from edgekit.runtimes import TensorSpec
+
+    rng = np.random.default_rng(0)
+    raw = np.zeros((3, 8, 525), np.float32)  # samples, 4 + 4 classes, anchors
+    raw[:, :4] = rng.uniform(0, 3.0, (3, 4, 525))  # empty anchors: anything
+    raw[:, 4:] = rng.uniform(0, 0.01, (3, 4, 525))
+    raw[:, :4, :20] = rng.uniform(0.1, 0.6, (3, 4, 20)) * scale  # the objects
+    raw[:, 4, :20] = 0.9
+    if scale != 1.0:
+        raw[:, :4, 20:] *= scale
+    ref = ModelOutputs((TensorSpec("output_0", 0, (1, 8, 525), np.dtype(np.float32)),), (raw,))
+    assert detection_metadata(OutputFormat.YOLO, ref)["normalized"] is normalized
