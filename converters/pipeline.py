@@ -215,7 +215,7 @@ class Session:
                     else predict(path, val.x, f"{mode.value} model")
                 if p.roles is not None and self.src.head_split is not None:
                     quant = merged(quant, p.roles, self.src.head_split.axis, p.reference)
-                metrics = compare(p.reference, quant, val.y, p.output_format, val.transforms)
+                metrics = compare(p.reference, quant, val.y, p.output_format, val.transforms, p.pre)
                 if p.float_map50_truth is not None and p.output_format is not None:
                     metrics = dataclasses.replace(metrics, float_map50_truth=p.float_map50_truth,
                                                   map50_truth=truth_map50(quant, p.output_format, p.reference, val))
@@ -290,7 +290,7 @@ class Session:
             "labels": list(p.labels) if p.labels else None,
             "preprocessing": p.pre.to_metadata() if p.pre else None,
             "output_format": p.output_format.value if p.output_format else None,
-            "detection": _with_roles(detection_metadata(p.output_format, p.reference), p.roles),
+            "detection": _with_roles(detection_metadata(p.output_format, p.reference, p.pre), p.roles),
             "quantization": _drop_none({
                 "mode": self.opts.mode.value, "engine": self.engine.name, "engine_version": self.engine.version,
                 "calibration_samples": len(p.data.calibration) if p.data.calibration else None,

@@ -88,4 +88,5 @@ def from_ultralytics(data: bytes) -> dict[str, Any] | None:
     if (size := _imgsz(meta.get("imgsz"))) is not None:
         pre["input_size"] = size
     return {**doc, "task": "detect", "output_format": "yolo", "preprocessing": pre,
-            "detection": {"box_format": "cxcywh", **PREDICT_DEFAULTS}}
+            # AutoBackend scales every TFLite export's xywh by the input size: they are fractions
+            "detection": {"box_format": "cxcywh", "normalized": True, **PREDICT_DEFAULTS}}

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from edgekit.contract import BoxMapping, Interpolation
+from edgekit.contract import BoxMapping, Interpolation, OutputFormat
 from edgekit.converters.options import PreprocessingOverrides
 from edgekit.converters.preprocessing import resolve_preprocessing
 from edgekit.converters.source import PreprocessingHint
@@ -28,3 +28,20 @@ def test_the_hint_decides_how_frames_are_read(hint: PreprocessingHint, expected:
     assert pre is not None and (pre.interpolation, pre.box_mapping) == expected
     doc = pre.to_metadata()
     assert {k: doc[k] for k in ("interpolation", "box_mapping") if k in doc} == written
+
+
+def test_a_model_read_as_ultralytics_gets_its_predict_thresholds() -> None:
+    import numpy as np
+
+    from edgekit.converters.evaluate import ModelOutputs, detection_metadata
+    from edgekit.runtimes import TensorSpec
+
+    rng = np.random.default_rng(0)
+    raw = np.concatenate([rng.uniform(0, 1, (4, 4, 100)), rng.uniform(0, 1, (4, 3, 100))], axis=1)  # [4+C, N]
+    ref = ModelOutputs((TensorSpec("out", 0, (1, 7, 100), np.dtype(np.float32)),), (raw.astype(np.float32),))
+    src = SimpleNamespace(is_image=True, input_shape=(1, 64, 64, 3), normalization=None,
+                          preprocessing_hint=ULTRALYTICS, model_name="m")
+    pre, _ = resolve_preprocessing(src, PreprocessingOverrides())  # type: ignore[arg-type]
+    got = detection_metadata(OutputFormat.YOLO, ref, pre)
+    assert got is not None and (got["score_threshold"], got["iou_threshold"], got["max_det"]) == (0.25, 0.7, 300)
+    assert "max_det" not in (detection_metadata(OutputFormat.YOLO, ref) or {})

@@ -30,8 +30,8 @@ def test_a_detector_gets_what_predict_uses() -> None:
     assert doc["preprocessing"] == {"input_size": [480, 320], "resize": "letterbox", "interpolation": "linear",
                                     "box_mapping": "ultralytics", "mean": [0.0] * 3, "std": [255.0] * 3,
                                     "color": "RGB"}
-    assert doc["detection"] == {"box_format": "cxcywh", "score_threshold": 0.25, "iou_threshold": 0.7,
-                                "max_det": 300}
+    assert doc["detection"] == {"box_format": "cxcywh", "normalized": True, "score_threshold": 0.25,
+                                "iou_threshold": 0.7, "max_det": 300}
 
 
 def test_tflite_support_writes_a_python_literal() -> None:
