@@ -1,0 +1,163 @@
+"""Fleet status over a real Mosquitto broker: devices woken by `edgekit release --mqtt`, the
+`edgekit fleet status` table compared with what each device runs, an inspection cell following a
+channel (its events and edgekit_model_info), and no key material in logs, status or events."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from edgekit.cli import main
+from edgekit.fleet.release import write_release
+from edgekit.fleet.status import StatusPublisher
+from tests.conftest import shared_model
+from tests.edgekit.fleet.conftest import Broker, Device, Kit, free_port, wait_until
+
+mqtt = pytest.importorskip("paho.mqtt.client")
+
+
+def listen(broker: Broker, topic: str, into: list[tuple[str, bytes]]) -> Any:
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"listener-{time.monotonic_ns()}")
+    ready = threading.Event()
+    c.on_message = lambda cl, u, m: into.append((m.topic, bytes(m.payload)))
+    c.on_subscribe = lambda *a: ready.set()
+    c.connect("127.0.0.1", broker.port)
+    c.subscribe(topic, qos=1)
+    c.loop_start()
+    assert ready.wait(5)
+    return c
+
+
+def secrets_of(kit: Kit) -> list[str]:
+    """Every form the private key could leak in: its PEM body and its raw bytes (base64, hex)."""
+    from cryptography.hazmat.primitives import serialization
+
+    pem = (kit.root / "keys" / "signing.key").read_text()
+    raw = kit.key._private.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                                         serialization.NoEncryption())
+    body = "".join(pem.strip().splitlines()[1:-1])
+    return [body[:40], base64.b64encode(raw).decode()[:40], raw.hex()[:40]]
+
+
+@pytest.mark.slow
+def test_devices_wake_on_the_notification_and_the_status_table_tells_what_they_run(
+        kit: Kit, broker: Broker, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    folder = kit.www / "mq"
+    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
+    seen: list[tuple[str, bytes]] = []
+    listener = listen(broker, "edgekit/#", seen)
+    devices = []
+    for i in range(4):
+        name = f"mq-{i}"
+        settings = kit.settings("mq", poll_seconds=3600.0)  # only the notification wakes them
+        d = Device(name, tmp_path / name, settings, kit.images)
+        d.follower.publisher = StatusPublisher("127.0.0.1", broker.port, device=name,
+                                               notify_topic=settings.notification_topic,
+                                               on_notify=d.follower.notify)
+        devices.append(d.start())
+    try:
+        assert all(d.follower.publisher.connected.wait(5) for d in devices)
+        t0 = time.monotonic()
+        assert main(["release", str(kit.model), "--version", "2", "--to", str(folder), "--key",
+                     str(kit.root / "keys" / "signing.key"), "--golden", str(kit.golden),
+                     "--mqtt", f"127.0.0.1:{broker.port}"]) == 0
+        wait_until(lambda: all(d.serving == 2 for d in devices), timeout=15, what="the notified devices to serve 2")
+        assert time.monotonic() - t0 < 10  # woken, not polled (their polls are an hour apart)
+        for d in devices:
+            d.follower.publish_status()
+        time.sleep(0.3)
+        capsys.readouterr()
+        assert main(["fleet", "status", "--broker", f"127.0.0.1:{broker.port}", "--json", "--wait", "0.5"]) == 0
+        rows = {r["device"]: r for r in json.loads(capsys.readouterr().out)}
+        assert {n: (r["running"], r["state"]) for n, r in rows.items()} == {
+            d.name: (d.serving, d.follower.phase.value) for d in devices}
+        assert main(["fleet", "status", "--broker", f"127.0.0.1:{broker.port}", "--wait", "0.5"]) == 0
+        table = capsys.readouterr().out.splitlines()
+        assert table[0].split()[:3] == ["DEVICE", "STATE", "RUNNING"]
+        assert sorted(line.split()[0] for line in table[1:]) == [d.name for d in devices]
+        rollout = [json.loads(p) for t, p in seen if t.endswith("/rollout")]
+        assert {(e["device"], e["action"], e["version"]) for e in rollout} >= {
+            (d.name, "installed", 2) for d in devices}
+    finally:
+        for d in devices:
+            d.stop()
+        listener.loop_stop()
+        listener.disconnect()
+    offline = [json.loads(p) for t, p in seen if t.endswith("/fleet")]
+    assert {s["device"] for s in offline if s["state"] == "stopped"} == {d.name for d in devices}
+    # no key material anywhere a device writes or says
+    texts = [caplog.text, *(p.decode(errors="replace") for _, p in seen)]
+    texts += [p.read_text() for d in devices for p in d.state_dir.glob("*.json")]
+    texts += [json.dumps(e) for d in devices for e in d.events]
+    for secret in secrets_of(kit):
+        assert not any(secret in t for t in texts)
+    assert "PRIVATE" not in repr(kit.key) and kit.public.id in repr(kit.key)
+
+
+cv2 = pytest.importorskip("cv2")
+
+
+@pytest.mark.slow
+def test_an_inspection_cell_follows_a_channel(kit: Kit, broker: Broker, tmp_path: Path, shared_models: Path,
+                                              shared_images: Path) -> None:
+    from edgekit.inspect import Cell, load_config
+
+    img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (640, 426))
+    video = tmp_path / "line.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (640, 426))
+    for i in range(8):
+        writer.write(np.roll(img, i, axis=1))
+    writer.release()
+    np.savez(tmp_path / "golden.npz", kites=cv2.cvtColor(cv2.resize(img, (300, 300)), cv2.COLOR_BGR2RGB))
+    folder = kit.www / "cell"
+    write_release(shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite"), 1, folder, kit.key,
+                  golden=tmp_path / "golden.npz")
+    port = free_port()
+    cfg = tmp_path / "inspection.toml"
+    cfg.write_text(f"""
+device = "cell-9"
+state_dir = "state"
+[source]
+path = "{video}"
+[model]
+dir = "models"
+labels = "{shared_models / 'coco_labels.txt'}"
+channel = "{kit.channel_url('cell')}"
+public_key = "{kit.public.text}"
+[fleet]
+broker = "127.0.0.1:{broker.port}"
+poll_seconds = 3600
+[metrics]
+port = {port}
+[sinks.jsonl]
+directory = "events"
+""")
+    seen: list[tuple[str, bytes]] = []
+    listener = listen(broker, "edgekit/cell-9/fleet", seen)
+    try:
+        with Cell.from_config(load_config(cfg)) as cell:
+            frames = list(cell.run(max_frames=8))
+            metrics = cell.metrics.text() if cell.metrics else ""
+            assert cell.fleet is not None and cell.fleet.serving == 1
+            cell.fleet.publish_status()
+            wait_until(lambda: any(json.loads(p).get("running") == 1 for _, p in seen), 5, "the cell's status")
+    finally:
+        listener.loop_stop()
+        listener.disconnect()
+    assert len(frames) == 8
+    assert 'edgekit_model_info{' in metrics and 'version="1"' in metrics
+    events = [json.loads(line) for f in sorted((tmp_path / "events").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    rollout = [e["payload"] for e in events if e["kind"] == "rollout"]
+    assert [(e["action"], e["version"]) for e in rollout] == [("installed", 1)]
+    assert any(e["kind"] == "model_switch" and e["payload"]["version"] == 1 for e in events)
+    assert (tmp_path / "models" / "1" / "manifest.json.sig").is_file()
