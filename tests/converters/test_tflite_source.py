@@ -210,16 +210,19 @@ def _fail_line(capfd: pytest.CaptureFixture[str]) -> str:
     ],
 )
 def test_cli_refuses_with_one_line_and_writes_nothing(models: dict[str, Path], data: dict[str, Path],
-                                                      shared_models: Path, tmp_path: Path, kind: str,
+                                                      request: pytest.FixtureRequest, tmp_path: Path, kind: str,
                                                       extra: list[str], message: str,
                                                       capfd: pytest.CaptureFixture[str]) -> None:
     from edgekit.cli import main
 
-    model = {"quantized": shared_models / "mobilenet_v2_1.0_224_quant.tflite",
-             "edgetpu": shared_models / "mobilenet_v1_0.25_128_quant_edgetpu.tflite",
-             "float": models["nhwc"], "truncated": tmp_path / "cut.tflite"}[kind]
-    if kind == "truncated":
+    shared = {"quantized": "mobilenet_v2_1.0_224_quant.tflite", "edgetpu": "mobilenet_v1_0.25_128_quant_edgetpu.tflite"}
+    if kind in shared:  # the real files in ../shared/models (skipped when absent)
+        model = request.getfixturevalue("shared_models") / shared[kind]
+    elif kind == "truncated":
+        model = tmp_path / "cut.tflite"
         model.write_bytes(models["nhwc"].read_bytes()[:3000])
+    else:
+        model = models["nhwc"]
     out = tmp_path / "out.tflite"
     code = main(["convert", str(model), "-o", str(out), "--calibration", str(data["cal"]), "--scale", "1",
                  "--no-diagnose", *extra])
