@@ -328,7 +328,10 @@ def run_onnx2tf(model: Any, samples: np.ndarray, workdir: Path, verbose: bool = 
     args = {"input_onnx_file_path": str(workdir / "model.onnx"), "output_folder_path": str(out),
             "output_signaturedefs": True, "non_verbose": not verbose,
             "copy_onnx_input_output_names_to_tflite": True}
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1", "PYTHONNOUSERSITE": "1"}
+    # onnx2tf runs the `onnxsim` command: the one beside this interpreter, even from an unactivated venv
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1", "PYTHONNOUSERSITE": "1",
+           "PATH": path}
     proc = subprocess.run([sys.executable, "-c", _ONNX2TF, json.dumps(args)], cwd=workdir, env=env,
                           capture_output=not verbose, text=True, check=False)
     if proc.returncode != 0 or not (out / "saved_model.pb").is_file():

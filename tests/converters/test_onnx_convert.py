@@ -68,3 +68,16 @@ def test_onnx_reference_is_onnxruntime_on_the_same_inputs(yolo_detector) -> None
         sess = ort.InferenceSession(str(yolo_detector.onnx_path), providers=["CPUExecutionProvider"])
         expect = sess.run(None, {"images": x.transpose(0, 3, 1, 2)})[0]
     np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-4)
+
+
+def test_keras_detector_gets_the_same_split_and_is_measured_against_itself(yolo_detector, tmp_path) -> None:
+    from edgekit.converters import ConvertOptions, Mode, convert
+
+    res = convert(yolo_detector.keras_path, tmp_path / "k.tflite", calibration=yolo_detector.calibration,
+                  validation=yolo_detector.validation,
+                  options=ConvertOptions(mode=Mode.INT8, max_drop=1.0, diagnose=False, progress=False))
+    assert res.gate.passed and res.gate.basis == "map50-truth", res.gate.reason
+    assert res.metrics.float_map50_truth > 0.5
+    assert sorted(res.metadata["detection"]["outputs"]) == ["boxes", "scores"]
+    assert res.preprocessing.std == (1.0, 1.0, 1.0)  # Rescaling(1/255) inside: raw pixels in
+    assert any("fixed: the head is split" in w for w in res.warnings)
