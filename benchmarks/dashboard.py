@@ -16,7 +16,8 @@ Rounds are interleaved (each round runs every condition once, in a rotating orde
 as the median of each round's ratio to 0 viewers in that round. Target: 1 and 5 viewers >= 0.95x the
 fps of 0 viewers on the 2-core machine. CPU time per frame of the loop's process (the encoding
 happens in it) is printed beside (median ratio): on a machine shared with other jobs it is steadier
-than fps.
+than fps. (2) then measures the dashboard alone: frames handed over at 30 fps without a model,
+the process's CPU per second with 0, 1 and 5 viewers.
 """
 
 from __future__ import annotations
@@ -123,6 +124,46 @@ def run(model: Path, labels: Path, video: Path, viewers: int | None) -> tuple[fl
     return fps, cpu * 1e3 / frames, kids * 1e3 / frames, encoded, received
 
 
+def server_cost(images: Path, seconds: float = 3.0, rate: float = 30.0) -> None:
+    """(2) The dashboard alone: frames handed over at ``rate`` fps (no model), CPU of this process per
+    second with 0, 1 and 5 /stream.mjpg viewers (what the server's threads take from the loop)."""
+    import cv2
+
+    from edgekit.inspect.dashboard import Dashboard, DashboardConfig
+    from edgekit.results import Detections, FrameResult
+    from edgekit.sources.frames import Frame
+
+    photo = cv2.resize(cv2.imread(str(images / "kite_and_cold.jpg")), (640, 480))
+    dets = Detections(np.array([[40 + 60 * i, 100, 90 + 60 * i, 220] for i in range(8)], np.float32),
+                      np.full(8, 0.8, np.float32), np.zeros(8, np.int32), ("person",) * 8)
+    costs: dict[int, list[float]] = {0: [], 1: [], 5: []}
+    for _ in range(3):
+        for n in costs:
+            with Dashboard(DashboardConfig(port=0)) as dash:
+                procs = [subprocess.Popen([sys.executable, "-c", VIEWER, f"{dash.url}/stream.mjpg"],
+                                          stdout=subprocess.PIPE, text=True) for _ in range(n)]
+                while dash.state.viewers < n:
+                    time.sleep(0.01)
+                c0, t0, i = cpu_seconds(resource.RUSAGE_SELF), time.perf_counter(), 0
+                while time.perf_counter() - t0 < seconds:
+                    now = time.perf_counter()
+                    dash.observe(FrameResult(i, time.time(), now, 5.0, dets,
+                                             captured=Frame(i, photo, now, time.time(), 1.0, bgr=True)))
+                    i += 1
+                    time.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
+                costs[n].append((cpu_seconds(resource.RUSAGE_SELF) - c0) / seconds * 1e3)
+                for p in procs:
+                    p.terminate()
+                    p.communicate(timeout=10)
+    base = statistics.median(costs[0])
+    print(f"\n(2) the dashboard alone, 640x480 frames handed over at {rate:g} fps (no model), max_fps 5, "
+          "median of 3 rounds: CPU of the process per second")
+    for n, values in costs.items():
+        extra = statistics.median(values) - base
+        print(f"  {n} viewer(s): {statistics.median(values):6.1f} ms/s ({extra:+.1f} ms/s against none: "
+              f"{extra / 20:.2f} % of the 2 cores)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -172,6 +213,7 @@ def main() -> None:
           f"{'met' if worst >= 0.95 else 'NOT met'}); CPU per frame of the loop's process "
           f"{max(statistics.median(cpu[n]) for n in ('1 viewer', '5 viewers')) / cpu_base:.3f}x at worst "
           "(viewers' own CPU, in ms per loop frame, beside it)")
+    server_cost(args.images)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -252,8 +252,7 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
             for k, v in {**_SECURITY_HEADERS, **(extra or {})}.items():
                 self.send_header(k, v)
             self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
+            self.wfile.write(body)
 
         def _json(self, status: int, doc: Any, extra: dict[str, str] | None = None) -> None:
             try:
@@ -289,8 +288,6 @@ def _handler(dash: Dashboard) -> type[BaseHTTPRequestHandler]:
                 self._route(path, query, cookie)
             except (BrokenPipeError, ConnectionResetError):
                 pass
-
-        do_HEAD = do_GET  # noqa: N815
 
         def _route(self, path: str, query: dict[str, list[str]], cookie: dict[str, str]) -> None:
             if path in _STATIC:
