@@ -54,7 +54,7 @@ class Kit:
 
         self.root = root
         self.www = root / "www"
-        self.www.mkdir()
+        self.www.mkdir(parents=True)
         _, self.pub_path, self.public = generate_key(root / "keys" / "signing.key")
         self.key: SigningKey = load_signing_key(root / "keys" / "signing.key")
         self.model = shared_model(shared_models, SMALL)
