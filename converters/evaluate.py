@@ -247,6 +247,11 @@ def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None,
         doc: dict[str, Any] = {"box_format": "cxcywh", "iou_threshold": DEFAULT_IOU}
         if reference is not None:  # boxes of a few input pixels or more are not in 0..1
             boxes = yolo_boxes(reference)
+            # Judged on the rows the device would keep, as its decoder does: an Ultralytics TFLite
+            # export's boxes are fractions, but its empty anchors carry boxes wider than the input.
+            confident = yolo_confidence(reference) >= TRUTH_SCORE
+            if confident.shape == boxes.shape[:1] and confident.any():
+                boxes = boxes[confident]
             doc["normalized"] = bool(boxes.size and np.percentile(np.abs(boxes), 99) <= 1.5)
             where = yolo_outputs(reference.specs)
             if not where.split and where.layout is YoloLayout.V5:
@@ -255,6 +260,19 @@ def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None,
             doc.update(PREDICT_DEFAULTS)
         return doc
     return None
+
+
+def yolo_confidence(outputs: ModelOutputs) -> np.ndarray:
+    """The best class score (with objectness, for YOLOv5 heads, its largest column) of each row of
+    a YOLO model's outputs over all samples, shape (K,), in the order of :func:`yolo_boxes`."""
+    where = yolo_outputs(outputs.specs)
+    if where.split:
+        raw = outputs.arrays[where.scores]
+        rows = raw if where.transposed else np.swapaxes(raw, -1, -2)
+        return rows.reshape(-1, rows.shape[-1]).max(axis=-1)
+    raw = outputs.arrays[where.boxes]
+    rows = raw if raw.shape[-2] >= raw.shape[-1] else np.swapaxes(raw, -1, -2)
+    return rows[..., 4:].reshape(-1, rows.shape[-1] - 4).max(axis=-1)
 
 
 def yolo_boxes(outputs: ModelOutputs) -> np.ndarray:
