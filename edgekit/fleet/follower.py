@@ -14,7 +14,6 @@ Anything that fails verification is deleted and reported; the serving model runs
 
 from __future__ import annotations
 
-import enum
 import logging
 import queue
 import random
@@ -29,7 +28,7 @@ from edgekit.fleet.health import Health, HealthTracker, HealthVerdict
 from edgekit.fleet.keys import SignatureError, parse_public_key
 from edgekit.fleet.manifest import MAX_DOCUMENT_BYTES, Channel, FileEntry, ManifestError, ReleaseManifest, selected
 from edgekit.fleet.settings import FleetSettings, Trust
-from edgekit.fleet.state import FollowerState, Trial
+from edgekit.fleet.state import FollowerState, Outcome, Phase, Trial
 from edgekit.fleet.status import DeviceStatus
 from edgekit.fleet.transport import TooLarge, TransferError, fetch, fsync_dir, join_url
 from edgekit.fleet.verify import VerificationError, download_verified, local_problem
@@ -38,28 +37,6 @@ from edgekit.inspect.modelwatch import find_versions
 __all__ = ["FleetFollower", "Phase", "Outcome", "VerificationError"]
 
 log = logging.getLogger(__name__)
-
-
-class Phase(str, enum.Enum):
-    STARTING = "starting"
-    SERVING = "serving"
-    DOWNLOADING = "downloading"
-    TESTING = "testing"
-    INSTALLED = "installed"  # in the folder, waiting for the serving loop to switch
-    TRIAL = "trial"
-    ROLLED_BACK = "rolled_back"
-    FAILED = "failed"
-    STOPPED = "stopped"
-
-
-class Outcome(str, enum.Enum):
-    UNCHANGED = "unchanged"
-    UP_TO_DATE = "up_to_date"
-    NOT_SELECTED = "not_selected"
-    INSTALLED = "installed"
-    HALTED = "halted"
-    REJECTED = "rejected"  # this version was rolled back or refused here before
-    FAILED = "failed"
 
 
 class FleetFollower:
@@ -385,6 +362,11 @@ class FleetFollower:
 
         with load_model(folder / "model.tflite", isolate=self.isolate) as model:
             self_test(model, folder, golden_inputs(folder))
+
+    def vet(self, folder: Path) -> str | None:
+        """Why the serving loop must not load this version folder (its files differ from the signed
+        manifest, or it has none: not from the channel), or None. For ModelWatcher(vet=)."""
+        return local_problem(folder, self.key)
 
     # --- rolling back and reporting --------------------------------------------------------
     def _reject(self, version: int, reason: str, action: str = "rollback", **details: Any) -> None:

@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Trial", "FollowerState"]
+__all__ = ["Trial", "FollowerState", "Phase", "Outcome"]
+
+
+class Phase(str, enum.Enum):
+    STARTING = "starting"
+    SERVING = "serving"
+    DOWNLOADING = "downloading"
+    TESTING = "testing"
+    INSTALLED = "installed"  # in the folder, waiting for the serving loop to switch
+    TRIAL = "trial"
+    ROLLED_BACK = "rolled_back"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class Outcome(str, enum.Enum):
+    UNCHANGED = "unchanged"
+    UP_TO_DATE = "up_to_date"
+    NOT_SELECTED = "not_selected"
+    INSTALLED = "installed"
+    HALTED = "halted"
+    REJECTED = "rejected"  # this version was rolled back or refused here before
+    FAILED = "failed"
 
 
 @dataclass

@@ -238,7 +238,7 @@ class Cell:
             self.events.emit(kind, payload)
 
         return HotSwapEngine.open(self.model_dir, options, poll_seconds=self.config.model.poll_seconds,
-                                  on_event=on_model_event)
+                                  on_event=on_model_event, vet=self.fleet.vet if self.fleet is not None else None)
 
     # --- running ------------------------------------------------------------------------
     def _open_stream(self, max_frames: int | None, duration: float | None) -> ResultStream:

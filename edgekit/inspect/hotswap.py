@@ -98,16 +98,19 @@ class HotSwapEngine:
     @classmethod
     def open(cls, root: str | os.PathLike[str], options: DetectorOptions, *, poll_seconds: float = 2.0,
              on_event: Callable[[Any, dict[str, Any]], None] | None = None,
-             build: Callable[[Model, DetectorOptions], Any] = detector_engine) -> HotSwapEngine:
+             build: Callable[[Model, DetectorOptions], Any] = detector_engine,
+             vet: Callable[[Any], str | None] | None = None) -> HotSwapEngine:
         """Watch the versioned folder ``root`` and serve its best version; each new version's
         engine (preprocessing and decoder) is built while it loads, in the background.
+
+        ``vet`` checks a version's folder before its model is read (see :class:`ModelWatcher`).
 
         Raises:
             ModelError: no version in the folder can serve.
         """
         watcher = ModelWatcher(root, delegate=options.delegate, num_threads=options.num_threads,
                                poll_seconds=poll_seconds, on_event=on_event,
-                               prepare=lambda model: build(model, options))
+                               prepare=lambda model: build(model, options), vet=vet)
         watcher.start()
         try:
             return cls(watcher, options, build)

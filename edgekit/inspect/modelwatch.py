@@ -117,13 +117,16 @@ class ModelWatcher:
         isolate: try each version in a child process before loading it (a crashing file then
             ends in a refusal, not in a dead process); False where the files were verified and
             self-tested already (a fleet follower's test devices).
+        vet: called with a version's folder before anything reads its model; a reason (a string)
+            refuses the version (a fleet follower checks the folder against its signed manifest).
     """
 
     def __init__(self, root: str | os.PathLike[str], *, delegate: Any = "auto", num_threads: int | None = None,
                  poll_seconds: float = 2.0, on_event: OnEvent | None = None, warmup: int = 2,
-                 prepare: Callable[[Model], Any] | None = None, isolate: bool = True) -> None:
+                 prepare: Callable[[Model], Any] | None = None, isolate: bool = True,
+                 vet: Callable[[Path], str | None] | None = None) -> None:
         self.root = Path(root)
-        self.isolate = isolate
+        self.isolate, self._vet = isolate, vet
         self.name = self.root.resolve().name
         self._load_kw: dict[str, Any] = {"delegate": delegate, "num_threads": num_threads}
         self.poll_seconds, self.warmup = poll_seconds, warmup
@@ -216,6 +219,8 @@ class ModelWatcher:
         t0 = time.perf_counter()
         model: Model | None = None
         try:
+            if self._vet is not None and (why := self._vet(mv.path.parent)):
+                raise ModelRefused(why)
             model = load_model(mv.path, isolate=self.isolate, **self._load_kw)
             load_ms = (time.perf_counter() - t0) * 1e3
             if self._model is not None and (why := compatible(model, self._model)):

@@ -117,7 +117,7 @@ class Device:
         self.follower.recover()
         self.follower.ensure_version(timeout)
         self.watcher = ModelWatcher(self.model_dir, num_threads=1, poll_seconds=0.1, isolate=False,
-                                    on_event=self.follower.on_model_event).start()
+                                    on_event=self.follower.on_model_event, vet=self.follower.vet).start()
         self.follower.start()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()

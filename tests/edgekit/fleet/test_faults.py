@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -250,3 +251,24 @@ def test_unsigned_local_trust_is_for_file_urls_only(kit: Kit, tmp_path: Path) ->
         d.stop()
     shutil.rmtree(folder)
     assert os.path.exists(tmp_path / "dev" / "models" / "1")
+
+
+def test_a_version_folder_placed_by_hand_is_never_loaded_while_following(kit: Kit, tmp_path: Path) -> None:
+    folder = kit.www / "byhand"
+    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
+    d = one_device(kit, tmp_path, "byhand")
+    refusals: list[dict] = []
+    assert d.watcher is not None
+    d.watcher._on_event = lambda kind, payload: (refusals.append(payload) if kind.value == "model_refused" else None,
+                                                 d.follower.on_model_event(kind, payload))
+    try:
+        stray = d.model_dir / ".5.tmp"
+        stray.mkdir()
+        shutil.copyfile(kit.model, stray / "model.tflite")  # a real model, but unsigned
+        stray.rename(d.model_dir / "5")
+        wait_until(lambda: any(p["version"] == 5 for p in refusals), what="the watcher to refuse version 5")
+        assert "no signed manifest" in next(p for p in refusals if p["version"] == 5)["reason"]
+        time.sleep(0.3)
+        assert d.serving == 1 and 5 not in d.served
+    finally:
+        d.stop()
