@@ -185,15 +185,9 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
 
 
 def _ultralytics_metadata(data: bytes) -> dict[str, Any] | None:
-    import io
-    import json
-    import zipfile
+    from edgekit.contract.ultralytics import read_ultralytics  # bounded, never eval
 
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            doc = json.loads(zf.read("metadata.json"))
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError):
-        return None
+    doc = read_ultralytics(data)
     if not isinstance(doc, dict) or "ultralytics" not in str(doc.get("author", "")).lower() + \
             str(doc.get("description", "")).lower():
         return None
