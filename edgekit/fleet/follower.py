@@ -38,6 +38,8 @@ __all__ = ["FleetFollower", "Phase", "Outcome", "VerificationError"]
 
 log = logging.getLogger(__name__)
 
+STATUS_SECONDS = 30.0
+
 
 class FleetFollower:
     """Keeps a versioned model folder on the version its channel selects for this device.
@@ -103,6 +105,10 @@ class FleetFollower:
                 st.trial = None
             st.running = True
             self._save()
+            for leftover in [*self.root.glob(".staging-*"), *self.root.glob(".rejected-*")]:
+                version = leftover.name.rsplit("-", 1)[1]
+                if leftover.name.startswith(".rejected-") or not version.isdigit() or int(version) in st.rejected:
+                    shutil.rmtree(leftover, ignore_errors=True)  # a staging folder of a live version is resumed
             for version, path in sorted(find_versions(self.root).items()):
                 why = local_problem(path.parent, self.key)
                 if why is not None:
@@ -154,7 +160,8 @@ class FleetFollower:
         s = self.s
         next_poll = time.monotonic() + s.poll_seconds * random.uniform(1 - s.jitter, 1 + s.jitter)
         while not self._stop.is_set():
-            self._wake.wait(max(0.0, next_poll - time.monotonic()))
+            # the status (fps, uptime) goes out at least every STATUS_SECONDS, whatever the poll interval
+            self._wake.wait(max(0.0, min(next_poll - time.monotonic(), STATUS_SECONDS)))
             self._wake.clear()
             if self._stop.is_set():
                 break

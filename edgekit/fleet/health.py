@@ -53,36 +53,53 @@ class HealthVerdict(NamedTuple):
     baseline: HealthStats
 
 
-def _stats(frames: collections.deque[tuple[float | None, bool | None, bool]] | list[
-        tuple[float | None, bool | None, bool]]) -> HealthStats:
-    scores = [s for s, _, _ in frames if s is not None]
-    judged = [f for _, f, _ in frames if f is not None]
-    return HealthStats(len(frames), sum(judged) / len(judged) if judged else None,
-                       sum(scores) / len(scores) if scores else None, sum(1 for *_, e in frames if e))
+class _Sums:
+    """Running totals of a window of frames (O(1) per frame)."""
+
+    __slots__ = ("frames", "judged", "fails", "scored", "score_sum", "errors")
+
+    def __init__(self) -> None:
+        self.frames = self.judged = self.fails = self.scored = self.errors = 0
+        self.score_sum = 0.0
+
+    def add(self, score: float | None, failed: bool | None, error: bool) -> None:
+        self.frames += 1
+        if failed is not None:
+            self.judged += 1
+            self.fails += bool(failed)
+        if score is not None:
+            self.scored += 1
+            self.score_sum += score
+        self.errors += bool(error)
+
+    def stats(self) -> HealthStats:
+        return HealthStats(self.frames, self.fails / self.judged if self.judged else None,
+                           self.score_sum / self.scored if self.scored else None, self.errors)
 
 
 class HealthTracker:
-    """Remembers the serving version's recent frames and judges a version on trial (thread-safe)."""
+    """Remembers the serving version's recent frames and judges a version on trial (thread-safe;
+    a frame costs a few additions, the baseline is summed once when the trial starts)."""
 
     def __init__(self, thresholds: HealthThresholds) -> None:
         self.t = thresholds
         self._lock = threading.Lock()
-        self._version: int | None = None
         self._recent: collections.deque[tuple[float | None, bool | None, bool]] = collections.deque(
             maxlen=max(1, thresholds.baseline))
         self._trial: int | None = None
-        self._baseline: list[tuple[float | None, bool | None, bool]] = []
-        self._window: list[tuple[float | None, bool | None, bool]] = []
+        self._baseline = HealthStats(0, None, None, 0)
+        self._window = _Sums()
 
     def switched(self, version: int, *, trial: bool) -> None:
         """`version` serves from now on; judge it when `trial` (its predecessor's frames are the baseline)."""
         with self._lock:
             if trial:
-                self._baseline = list(self._recent)
-                self._trial, self._window = version, []
+                base = _Sums()
+                for frame in self._recent:
+                    base.add(*frame)
+                self._baseline, self._trial, self._window = base.stats(), version, _Sums()
             elif version != self._trial:
                 self._trial = None
-            self._version = version
             self._recent.clear()
 
     @property
@@ -91,15 +108,16 @@ class HealthTracker:
 
     def observe(self, score: float | None, failed: bool | None, error: bool = False) -> HealthVerdict | None:
         """One frame's outcome; returns the verdict on the version on trial once it is decided."""
-        frame = (score, failed, error)
         with self._lock:
-            self._recent.append(frame)
+            self._recent.append((score, failed, error))
             if self._trial is None:
                 return None
-            self._window.append(frame)
-            trial, base = _stats(self._window), _stats(self._baseline)
+            self._window.add(score, failed, error)
+            if not error and self._window.frames < self.t.window:
+                return None  # nothing to decide before the window is full, unless errors pile up
+            trial, base = self._window.stats(), self._baseline
             reason = self._regression(trial, base)
-            if reason is None and len(self._window) < self.t.window:
+            if reason is None and trial.frames < self.t.window:
                 return None
             version, self._trial = self._trial, None
         health = Health.HEALTHY if reason is None else Health.REGRESSED

@@ -272,3 +272,28 @@ def test_a_version_folder_placed_by_hand_is_never_loaded_while_following(kit: Ki
         assert d.serving == 1 and 5 not in d.served
     finally:
         d.stop()
+
+
+def test_a_device_that_died_in_the_self_test_never_loads_that_version_again(kit: Kit, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = kit.www / "stcrash"
+    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
+    d = one_device(kit, tmp_path, "stcrash")
+    write_release(kit.model, 2, folder, kit.key, golden=kit.golden)
+
+    def dies(folder: Path) -> None:  # the interpreter takes the process down while loading version 2
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(d.follower, "_self_test", dies)
+    with pytest.raises(KeyboardInterrupt):
+        d.follower.sync()
+    assert (d.model_dir / ".staging-2" / "model.tflite").is_file()
+    d.stop(clean=False)
+    again = Device("stcrash-dev", d.home, d.follower.s, kit.images).start()
+    try:
+        assert again.serving == 1 and again.installed() == {1}
+        assert not (d.model_dir / ".staging-2").exists()
+        assert "ended during the selftest of version 2" in again.follower.state.rejected[2]
+        assert again.follower.sync() is Outcome.REJECTED
+    finally:
+        again.stop()
