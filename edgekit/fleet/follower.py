@@ -358,7 +358,7 @@ class FleetFollower:
 
     def _download_verified(self, url: str, entry: FileEntry, dest: Path) -> None:
         try:
-            self.downloaded += download_verified(url, entry, dest, timeout=self.s.timeout)
+            self.downloaded += download_verified(url, entry, dest, timeout=self.s.timeout, stop=self._stop)
         except TransferError as exc:
             self.downloaded += getattr(exc, "received", 0)
             raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -99,14 +100,14 @@ def fetch(url: str, *, cap: int, etag: str | None = None, last_modified: str | N
         raise TransferError(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
 
 
-def download(url: str, part: Path, size: int, *, timeout: float = 10.0) -> int:
+def download(url: str, part: Path, size: int, *, timeout: float = 10.0, stop: threading.Event | None = None) -> int:
     """Bring `part` up to `size` bytes from `url`, resuming after what it already holds (an HTTP
     Range request; a server that ignores it sends everything and the file starts over).
 
     Returns the bytes received. Raises:
         TooLarge: the server sends more than `size` bytes (`part` is deleted).
-        TransferError: the server is unreachable or breaks off; `part` keeps what arrived, and the
-            next call resumes there.
+        TransferError: the server is unreachable or breaks off, or `stop` was set (a closing
+            device); `part` keeps what arrived, and the next call resumes there.
     """
     have = part.stat().st_size if part.exists() else 0
     if have > size:
@@ -127,6 +128,8 @@ def download(url: str, part: Path, size: int, *, timeout: float = 10.0) -> int:
                                     f"{resp.headers.get('Content-Range')!r}")
             with open(part, "ab" if have else "wb") as f:
                 while chunk := resp.read(CHUNK):
+                    if stop is not None and stop.is_set():
+                        raise TransferError(f"GET {url}: stopped after {have} of {size} bytes; resuming next time")
                     received += len(chunk)
                     if have + len(chunk) > size:
                         raise TooLarge(f"{url} sends more than the {size} bytes its manifest allows")
@@ -134,6 +137,8 @@ def download(url: str, part: Path, size: int, *, timeout: float = 10.0) -> int:
                     have += len(chunk)
     except TooLarge:
         part.unlink(missing_ok=True)
+        raise
+    except TransferError:
         raise
     except urllib.error.HTTPError as exc:
         raise TransferError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 
 from edgekit.errors import EdgekitError
@@ -25,7 +26,8 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def download_verified(url: str, entry: FileEntry, dest: Path, *, timeout: float) -> int:
+def download_verified(url: str, entry: FileEntry, dest: Path, *, timeout: float,
+                      stop: threading.Event | None = None) -> int:
     """Bring `dest` to exactly the bytes `entry` names: downloaded into ``dest.part`` (resumed where a
     broken transfer stopped, never beyond ``entry.size``), hashed, and only then renamed to `dest`.
 
@@ -39,7 +41,7 @@ def download_verified(url: str, entry: FileEntry, dest: Path, *, timeout: float)
     dest.parent.mkdir(parents=True, exist_ok=True)
     before = part.stat().st_size if part.exists() else 0
     try:
-        download(url, part, entry.size, timeout=timeout)
+        download(url, part, entry.size, timeout=timeout, stop=stop)
     except TransferError as exc:
         after = part.stat().st_size if part.exists() else 0
         exc.received = max(0, after - before)  # type: ignore[attr-defined]  # what this try brought
