@@ -44,6 +44,9 @@ def check_config(config: InspectionConfig, model_dir: str | None = None) -> Conf
     zones, rules, mode = len(config.zones), len(config.rules), config.trigger.mode
     if where and not find_versions(Path(where)):
         first = Path(where) / "1" / "model.tflite"
+        if config.fleet is not None:
+            return ConfigCheck(zones, rules, mode, None, f"{where} has no model version yet; the cell fetches one "
+                                                         f"from {config.fleet.channel} when it starts")
         return ConfigCheck(zones, rules, mode, None, f"{where} has no model version yet (put one at {first})")
     if where:
         with ModelWatcher(where, delegate=config.model.delegate).start(background=False) as w:
