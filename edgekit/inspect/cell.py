@@ -226,8 +226,6 @@ class Cell:
         from edgekit.inspect.hotswap import HotSwapEngine
 
         def on_model_event(kind: EventKind, payload: dict[str, Any]) -> None:
-            if self.fleet is not None:
-                self.fleet.on_model_event(kind, payload)
             if kind is EventKind.MODEL_SWITCH:
                 self.events.model_version = payload["to"]
                 if self.metrics is not None:
@@ -236,6 +234,8 @@ class Cell:
             if self.metrics is not None:
                 self.metrics.model_switches.labels("switched" if kind is EventKind.MODEL_SWITCH else "refused").inc()
             self.events.emit(kind, payload)
+            if self.fleet is not None:  # after the switch's own event: a trial starts on the new version
+                self.fleet.on_model_event(kind, payload)
 
         return HotSwapEngine.open(self.model_dir, options, poll_seconds=self.config.model.poll_seconds,
                                   on_event=on_model_event, vet=self.fleet.vet if self.fleet is not None else None)
