@@ -115,13 +115,13 @@ def test_an_inspection_cell_follows_a_channel(kit: Kit, broker: Broker, tmp_path
     img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (640, 426))
     video = tmp_path / "line.avi"
     writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (640, 426))
-    for i in range(8):
-        writer.write(np.roll(img, i, axis=1))
+    for i in range(100):
+        writer.write(np.roll(img, i % 10, axis=1))
     writer.release()
     np.savez(tmp_path / "golden.npz", kites=cv2.cvtColor(cv2.resize(img, (300, 300)), cv2.COLOR_BGR2RGB))
     folder = kit.www / "cell"
-    write_release(shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite"), 1, folder, kit.key,
-                  golden=tmp_path / "golden.npz")
+    ssd = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    write_release(ssd, 1, folder, kit.key, golden=tmp_path / "golden.npz")
     port = free_port()
     cfg = tmp_path / "inspection.toml"
     cfg.write_text(f"""
@@ -129,14 +129,17 @@ device = "cell-9"
 state_dir = "state"
 [source]
 path = "{video}"
+realtime = true
 [model]
 dir = "models"
+poll_seconds = 0.2
 labels = "{shared_models / 'coco_labels.txt'}"
 channel = "{kit.channel_url('cell')}"
 public_key = "{kit.public.text}"
 [fleet]
 broker = "127.0.0.1:{broker.port}"
-poll_seconds = 3600
+poll_seconds = 0.3
+health_window = 10
 [metrics]
 port = {port}
 [sinks.jsonl]
@@ -146,18 +149,32 @@ directory = "events"
     listener = listen(broker, "edgekit/cell-9/fleet", seen)
     try:
         with Cell.from_config(load_config(cfg)) as cell:
-            frames = list(cell.run(max_frames=8))
-            metrics = cell.metrics.text() if cell.metrics else ""
             assert cell.fleet is not None and cell.fleet.serving == 1
+            frames = []
+            for decision in cell.run():  # 100 frames at 10 fps; version 2 is released at the fifth
+                frames.append(decision)
+                if len(frames) == 5:
+                    write_release(ssd, 2, folder, kit.key, golden=tmp_path / "golden.npz")
+                if any(e["kind"] == "rollout" and e["payload"]["action"] == "healthy" for e in events_of(tmp_path)):
+                    cell.stop("version 2 found healthy")
+            metrics = cell.metrics.text() if cell.metrics else ""
+            assert cell.fleet.serving == 2
             cell.fleet.publish_status()
-            wait_until(lambda: any(json.loads(p).get("running") == 1 for _, p in seen), 5, "the cell's status")
+            wait_until(lambda: any(json.loads(p).get("running") == 2 for _, p in seen), 5, "the cell's status")
     finally:
         listener.loop_stop()
         listener.disconnect()
-    assert len(frames) == 8
-    assert 'edgekit_model_info{' in metrics and 'version="1"' in metrics
-    events = [json.loads(line) for f in sorted((tmp_path / "events").glob("*.jsonl")) for line in f.read_text().splitlines()]
-    rollout = [e["payload"] for e in events if e["kind"] == "rollout"]
-    assert [(e["action"], e["version"]) for e in rollout] == [("installed", 1)]
-    assert any(e["kind"] == "model_switch" and e["payload"]["version"] == 1 for e in events)
-    assert (tmp_path / "models" / "1" / "manifest.json.sig").is_file()
+    assert 5 < len(frames) < 100  # stopped once version 2 passed its trial
+    assert 'edgekit_model_info{' in metrics and 'version="2"' in metrics
+    events = events_of(tmp_path)
+    steps = [(e["payload"]["action"], e["payload"]["version"], e["model_version"]) for e in events
+             if e["kind"] == "rollout"]
+    assert steps == [("installed", 1, None), ("installed", 2, "models/1"), ("trial", 2, "models/2"),
+                     ("healthy", 2, "models/2")]
+    switches = [e["payload"]["to"] for e in events if e["kind"] == "model_switch"]
+    assert switches == ["models/1", "models/2"]
+    assert (tmp_path / "models" / "2" / "manifest.json.sig").is_file()
+
+
+def events_of(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in sorted((folder / "events").glob("*.jsonl")) for line in f.read_text().splitlines()]
