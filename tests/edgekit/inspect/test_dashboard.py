@@ -205,6 +205,56 @@ def test_shift_counters_roll_over_at_a_shift_start() -> None:
     assert (doc["since_start"]["PASS"], doc["since_start"]["FAIL"], doc["since_start"]["reasons"]) == (1, 1, {"dent": 1})
 
 
+def test_frames_are_encoded_only_for_viewers_and_at_most_max_fps_however_many() -> None:
+    """60 frames a second handed over: nothing is encoded while nobody looks; five viewers waiting
+    for frame after frame get at most max_fps encodings a second between them, all shared."""
+    from edgekit.inspect.dashboard.render import FrameEncoder, Overlay
+    from edgekit.inspect.dashboard.state import LiveState
+    from edgekit.results import Detections, FrameResult
+    from edgekit.sources.frames import Frame
+
+    state = LiveState()
+    closing = threading.Event()
+    encoder = FrameEncoder(state, Overlay(), max_fps=10, closing=closing)
+    image = np.full((240, 320, 3), 90, np.uint8)
+    dets = Detections(np.array([[10, 10, 80, 60]], np.float32), np.array([0.9], np.float32), np.array([0]), ("part",))
+
+    def feed(seconds: float) -> None:
+        t0 = time.perf_counter()
+        i = 0
+        while time.perf_counter() - t0 < seconds:
+            now = time.perf_counter()
+            state.observe(FrameResult(i, time.time(), now, 1.0, dets, captured=Frame(i, image, now, time.time(), 0.1)))
+            i += 1
+            time.sleep(1 / 60)
+
+    feed(0.5)
+    assert encoder.encoded == 0  # no viewer, no encoding
+    got: list[list[int]] = [[] for _ in range(5)]
+
+    def viewer(k: int) -> None:
+        version = -1
+        while not closing.is_set():
+            e = encoder.wait_newer(version, 1.0)
+            if e is not None and e.version != version:
+                version = e.version
+                got[k].append(version)
+
+    threads = [threading.Thread(target=viewer, args=(k,)) for k in range(5)]
+    for t in threads:
+        t.start()
+    t0 = time.monotonic()
+    feed(1.5)
+    elapsed = time.monotonic() - t0
+    closing.set()
+    encoder.wake_all()
+    for t in threads:
+        t.join(timeout=5)
+    assert 5 <= encoder.encoded <= 10 * elapsed + 2
+    assert all(len(g) >= 5 and g == sorted(g) for g in got)
+    assert len({v for g in got for v in g}) <= encoder.encoded  # every viewer got the shared encodings
+
+
 # --- a running cell over HTTP ------------------------------------------------------------------------
 @pytest.mark.slow  # the MQTT and webhook sinks try their dead receivers for 2 s each when closing
 def test_token_on_a_non_local_bind_and_no_secret_in_any_response(tmp_path: Path, belt_video: Any, modbus_server: Any,
