@@ -8,6 +8,7 @@ viewers share each encoding. OpenCV releases the GIL while it resizes, draws and
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
@@ -19,7 +20,9 @@ from edgekit.inspect.dashboard.state import LiveState
 if TYPE_CHECKING:
     from edgekit.results import FrameResult
 
-__all__ = ["Encoded", "FrameEncoder", "Overlay", "OverlayLine", "annotate"]
+__all__ = ["Encoded", "FrameEncoder", "Overlay", "OverlayLine", "annotate", "overlay_of"]
+
+log = logging.getLogger("edgekit.dashboard")
 
 _ZONE = (255, 200, 0)  # BGR: a light blue
 _LINE = (0, 215, 255)  # BGR: amber
@@ -133,6 +136,7 @@ class FrameEncoder:
         self._waiting = 0
         self._pacer: threading.Thread | None = None
         self._cached: Encoded | None = None
+        self._failed = False  # a frame could not be drawn (logged once)
 
     def current(self) -> Encoded | None:
         """The newest frame's JPEG, encoding it if the cached one is older than ``1 / max_fps``."""
@@ -146,10 +150,15 @@ class FrameEncoder:
             if cached is not None and (cached.version == latest.version
                                        or time.monotonic() - cached.made < self.interval * 0.9):
                 return cached
-            image = annotate(latest.result, latest.extra, self.overlay, self.max_width)
-            if image is None:
+            try:
+                image = annotate(latest.result, latest.extra, self.overlay, self.max_width)
+                ok, buf = (False, None) if image is None else cv2.imencode(
+                    ".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, self.quality])
+            except Exception as exc:  # noqa: BLE001 - a frame the view cannot draw costs the view, not the line
+                if not self._failed:
+                    log.warning("the dashboard cannot draw frame %d: %s", latest.result.index, exc)
+                self._failed = True
                 return cached
-            ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, self.quality])
             if not ok:
                 return cached
             self.encoded += 1
