@@ -236,7 +236,7 @@ class FleetFollower:
             try:
                 outcome = self._sync()
             except TransferError as exc:
-                self._failed(str(exc))
+                self._failed(str(exc), refused=isinstance(exc, TooLarge))
                 return Outcome.FAILED
             except (SignatureError, ManifestError, VerificationError, ModelError) as exc:
                 self._failed(str(exc), refused=True)

@@ -297,3 +297,30 @@ def test_a_device_that_died_in_the_self_test_never_loads_that_version_again(kit:
         assert again.follower.sync() is Outcome.REJECTED
     finally:
         again.stop()
+
+
+@pytest.mark.parametrize("case", ["server_sends_more", "device_cap"])
+def test_downloads_are_capped_by_the_signed_manifest_and_the_device(kit: Kit, tmp_path: Path, case: str) -> None:
+    from dataclasses import replace
+
+    folder = kit.www / f"cap-{case}"
+    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
+    d = one_device(kit, tmp_path, f"cap-{case}")
+    try:
+        write_release(kit.model, 2, folder, kit.key, golden=kit.golden)
+        model = folder / "versions" / "2" / "model.tflite"
+        size = model.stat().st_size
+        if case == "server_sends_more":
+            with open(model, "ab") as f:
+                f.write(b"\0" * 4_000_000)
+            message = f"more than the {size} bytes its manifest allows"
+        else:
+            d.follower.s = replace(d.follower.s, max_download_bytes=size // 2)
+            message = "more than the"
+        before = d.follower.downloaded
+        assert d.follower.sync() is Outcome.FAILED
+        assert message in refused(d, "")["reason"]
+        assert d.follower.downloaded - before < size + 100_000  # it stopped at the cap, not at 4 MB more
+        assert not (d.model_dir / ".staging-2").exists() and d.serving == 1
+    finally:
+        d.stop()
