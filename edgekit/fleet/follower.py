@@ -307,15 +307,12 @@ class FleetFollower:
             folder = join_url(self.s.channel, entry.folder + "/")
             for f in manifest.files:
                 self._download_verified(join_url(folder, f.path), f, stage / f.path)
-        except TransferError as exc:
-            self._failures[(channel.serial, version)] = self._failures.get((channel.serial, version), 0) + 1
-            if isinstance(exc, TooLarge):
-                shutil.rmtree(stage, ignore_errors=True)
-            raise  # a broken transfer keeps what arrived: the next sync resumes it
-        except (SignatureError, ManifestError, VerificationError):
+        except (TooLarge, SignatureError, ManifestError, VerificationError):
+            # bad bytes: deleted, and after three such tries not fetched again until the channel changes
             self._failures[(channel.serial, version)] = self._failures.get((channel.serial, version), 0) + 1
             shutil.rmtree(stage, ignore_errors=True)
             raise
+        # a broken transfer (TransferError) keeps what arrived: every later sync resumes it
         with self._state_lock:
             self.state.trial = Trial(version, self.serving, "selftest")
         self._save()

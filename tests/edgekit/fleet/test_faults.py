@@ -18,7 +18,7 @@ import pytest
 
 from edgekit.fleet.follower import Outcome
 from edgekit.fleet.keys import generate_key, load_signing_key
-from edgekit.fleet.release import write_release
+from edgekit.fleet.release import set_rollout, write_release
 from edgekit.fleet.transport import url_kind
 from tests.edgekit.fleet.conftest import Device, Kit, free_port, wait_until
 
@@ -51,7 +51,12 @@ def test_a_tampered_model_is_deleted_and_reported_and_the_old_one_serves(kit: Ki
         assert d.follower.status().state == "failed" and "tampered" in (d.follower.status().last_error or "")
         assert not any(p.name.startswith(".staging") for p in d.model_dir.iterdir())
         assert d.installed() == {1} and d.serving == 1
-        model.write_bytes(good)  # the operator uploads it again
+        assert d.follower.sync() is Outcome.FAILED and d.follower.sync() is Outcome.FAILED  # tries 2 and 3
+        before = d.follower.downloaded
+        model.write_bytes(good)  # the operator uploads it again...
+        assert d.follower.sync() is Outcome.FAILED  # ...but after three bad copies the device waits
+        assert d.follower.downloaded == before  # for a new channel: not a byte fetched
+        set_rollout(folder, 2, kit.key, rollout=1.0)  # any release command writes one
         assert d.follower.sync() is Outcome.INSTALLED
         wait_until(lambda: d.serving == 2, what="version 2 to serve")
     finally:
