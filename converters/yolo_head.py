@@ -159,7 +159,7 @@ def _prune(graph: Any, dropped_output: str) -> None:
 def split_keras_head(model: Any) -> tuple[Any, HeadSplit] | None:
     """A Keras model sharing `model`'s layers whose outputs are boxes and scores, taken before its
     final Concatenate layer; None when `model` does not end in one that splits 4 + C."""
-    keras = __import__("keras")  # already imported by the caller's source loader
+    import keras  # already imported by the caller's source loader
     outputs = list(model.outputs or [])
     if len(outputs) != 1 or len(outputs[0].shape) != 3:
         return None

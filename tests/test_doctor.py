@@ -131,4 +131,4 @@ def test_check_power(throttled: int | None, statuses: list[str]) -> None:
 def test_check_extras() -> None:
     [paho, prom] = check_extras({"paho-mqtt": "1.6.1", "prometheus-client": None})
     assert paho.status is Status.WARN and "paho-mqtt>=2" in (paho.fix or "")
-    assert prom.status is Status.OK and "edgekit[metrics]" in prom.detail
+    assert prom.status is Status.OK and "edgekit-tflite[metrics]" in prom.detail
