@@ -98,6 +98,7 @@ class StatusPublisher:
         c = self._c = _client(mqtt, f"edgekit-fleet-{device}")
         c.will_set(self.topic, json.dumps({"device": device, "state": "offline"}), qos=1, retain=True)
         c.reconnect_delay_set(0.5, 30)
+        c.max_queued_messages_set(200)  # a long outage must not grow memory; the last status is re-sent anyway
         c.on_connect = self._on_connect
         c.on_disconnect = lambda *a: self.connected.clear()
         c.on_message = self._on_message
