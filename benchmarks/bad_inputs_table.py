@@ -4,7 +4,7 @@
 
 Input -> command -> exit status -> first line of stderr (scratch paths shortened) ->
 seconds and peak memory of that run. The rows, and what each must give, live in
-tests/bad_inputs.py; tests/test_bad_inputs.py asserts them.
+tests/bad_inputs.py; tests/edgekit/test_bad_inputs.py asserts them.
 """
 
 from __future__ import annotations

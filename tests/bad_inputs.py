@@ -1,4 +1,4 @@
-"""Bad inputs tried end to end: one table for tests/test_bad_inputs.py and benchmarks/bad_inputs_table.py.
+"""Bad inputs tried end to end: one table for tests/edgekit/test_bad_inputs.py and benchmarks/bad_inputs_table.py.
 
 Each :class:`Case` builds its input in a scratch folder (tests/bad_files.py), names the
 ``edgekit`` command line that gets it, the exit status and first stderr line the user

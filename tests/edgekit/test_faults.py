@@ -6,8 +6,8 @@ and an HTTP MJPEG camera that vanishes and comes back. Whatever was written befo
 stay whole: every JSON line parses and the video opens and yields frames.
 
 Covered elsewhere and not repeated here: a stream that vanishes and is reopened with backoff,
-and a replaced video file (tests/test_video.py); the MQTT broker stopping and restarting,
-and username/password and TLS against a real mosquitto (tests/test_mqtt.py).
+and a replaced video file (tests/edgekit/sources/test_video.py); the MQTT broker stopping and restarting,
+and username/password and TLS against a real mosquitto (tests/edgekit/sinks/test_mqtt.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from edgekit.errors import ConfigError, ModelError
 from edgekit.inspect.modelwatch import ModelWatcher, find_versions
 from tests.conftest import shared_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SSD = "ssd_mobilenet_v1_coco_quant.tflite"
 SMALL = "mobilenet_v1_0.25_128_quant.tflite"
 W, H, FRAMES = 320, 240, 90
@@ -169,7 +169,7 @@ def test_a_reader_that_leaves_ends_the_run_quietly(ssd: Path, noisy_video: Path)
 
 # --- SIGTERM at random moments -----------------------------------------------------------------
 def test_sigterm_at_random_moments_leaves_whole_outputs(ssd: Path, noisy_video: Path, tmp_path: Path) -> None:
-    """tests/test_detect.py sends one signal after five lines; here it comes at random times,
+    """tests/edgekit/test_detect.py sends one signal after five lines; here it comes at random times,
     also before the first frame and while frames are being written."""
     seed = random.randrange(10**6)
     rng = random.Random(seed)

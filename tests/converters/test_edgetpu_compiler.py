@@ -1,7 +1,7 @@
 """edgetpu_compiler: command line, log parsing on captured logs, and running it (a stand-in here).
 
 The real compiler is not installed on this machine (nor in Debian): the logs under
-tests/data/edgetpu are in its output format, and a small script plays the compiler to
+tests/converters/data/edgetpu are in its output format, and a small script plays the compiler to
 test the subprocess path. No TensorFlow needed.
 """
 

@@ -30,7 +30,7 @@ V2 = "mobilenet_v2_1.0_224_quant.tflite"
 SMALL = "mobilenet_v1_0.25_128_quant.tflite"
 SSD = "ssd_mobilenet_v1_coco_quant.tflite"
 EDGETPU = "mobilenet_v1_0.25_128_quant_edgetpu.tflite"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _labels(shared_models: Path, name: str) -> list[str]:

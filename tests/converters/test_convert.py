@@ -27,7 +27,7 @@ from edgekit.errors import InputError
 from edgekit.runtimes import inspect_model
 from tests import _tiny_models as tiny
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tf() -> Any:
@@ -383,7 +383,7 @@ def test_edgetpu_mode_without_compiler_writes_the_uint8_model(trained: tuple[Any
 
 def test_edgetpu_mode_runs_the_compiler(trained: tuple[Any, Path], data: dict[str, Path], work: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_edgetpu_compiler import _fake_compiler
+    from tests.converters.test_edgetpu_compiler import _fake_compiler
 
     script = _fake_compiler(work / "bin", "partial_stdout.txt")
     monkeypatch.setenv("EDGEKIT_EDGETPU_COMPILER", str(script))

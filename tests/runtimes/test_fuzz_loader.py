@@ -33,7 +33,7 @@ from tests.fuzz.mutate import mutate  # noqa: E402
 from tests.fuzz.runner import Kind, run_case  # noqa: E402
 from tests.fuzz.seeds import SEEDS, build, pack, real_seeds, schema, unpack  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 _SEEDS: dict[str, tuple[bytes, Any]] = {}
