@@ -485,6 +485,7 @@ def test_the_page_in_a_browser_shows_what_the_cell_sent_to_its_sinks(tmp_path: P
             passed = sum(p["verdict"] == "PASS" for p in parts)
             wait.until(lambda b: b.find_element(By.ID, "count-start-total").text == str(len(parts)))
             wait.until(lambda b: b.find_element(By.ID, "last-part").text == str(parts[-1]["part"]))
+            wait.until(lambda b: b.find_element(By.ID, "processed").text == str(len(belt_video.frames)))
             shot = tmp_path / "dashboard.png"
             browser.save_screenshot(str(shot))
             print(f"dashboard screenshot: {shot}")
@@ -508,12 +509,16 @@ def test_the_page_in_a_browser_shows_what_the_cell_sent_to_its_sinks(tmp_path: P
             assert reasons == {k: str(v) for k, v in expected.items()}
             crops = browser.find_elements(By.CSS_SELECTOR, "#parts li img")
             assert len(crops) == len(parts) - passed
-            assert all(browser.execute_script("return arguments[0].naturalWidth", img) > 0 for img in crops)
+            wait.until(lambda b: all(b.execute_script("return arguments[0].naturalWidth", img) > 0 for img in crops))
             assert read("model") == cell.events.model_version
-            assert int(read("processed")) == len(belt_video.frames)
-            seqs = [int(li.get_attribute("data-seq")) for li in browser.find_elements(By.CSS_SELECTOR, "#events li")]
+            last_part_event = max(e["seq"] for e in events if e["kind"] == "part")
+
+            def event_seqs(b: Any) -> list[int]:
+                return [int(li.get_attribute("data-seq")) for li in b.find_elements(By.CSS_SELECTOR, "#events li")]
+
+            wait.until(lambda b: max(event_seqs(b), default=0) >= last_part_event)
+            seqs = event_seqs(browser)
             assert seqs == sorted(seqs, reverse=True) and set(seqs) <= {e["seq"] for e in events}
-            assert max(seqs) >= max(e["seq"] for e in events if e["kind"] == "part")
             browser.set_window_size(1920, 1080)  # a wall screen
             browser.save_screenshot(str(tmp_path / "dashboard-wall.png"))
             browser.set_window_size(390, 844)  # a phone
