@@ -363,7 +363,7 @@ def test_an_on_demand_cell_takes_a_trigger_from_the_dashboard_and_counts_frame_v
     client = Client(port)
     with Cell(config, detector=OracleDetector(list(belt_video.frames), tmp_path / "oracle.tflite",
                                               delay=1 / 60)) as cell:
-        runner = threading.Thread(target=lambda: list(cell.run(max_frames=70)), daemon=True)
+        runner = threading.Thread(target=lambda: list(cell.run()), daemon=True)
         runner.start()
         deadline = time.monotonic() + 20
         while cell.dashboard.state.processed < 10 and time.monotonic() < deadline:
@@ -371,6 +371,11 @@ def test_an_on_demand_cell_takes_a_trigger_from_the_dashboard_and_counts_frame_v
         assert client.request("/api/trigger", method="POST")[0] == 401
         answers = [json.loads(client.request("/api/trigger", method="POST", headers=bearer)[2])["trigger"]
                    for _ in range(3)]
+        deadline = time.monotonic() + 20  # each is answered by a frame captured after it
+        while sum(e["kind"] == "inspection" for e in cell.dashboard.state.events_since(0)) < 3 \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cell.stop("test done")
         runner.join(timeout=30)
         cell.events.flush()
         status = json.loads(client.request("/api/status", headers=bearer)[2])
