@@ -40,7 +40,8 @@ def register(subparsers: Any) -> None:
         "inspect", help="run an inspection cell from a TOML config (rules, events, metrics, hot model updates)",
         description="Detect, apply the config's zones and rules, and publish PASS/FAIL events to files, MQTT "
                     "or a webhook; serve Prometheus metrics; pick up new model versions from the model folder "
-                    "while running. Made to run headless under systemd (see examples/raspberrypi).",
+                    "while running; serve the operator's web page when the config has [dashboard]. Made to run "
+                    "headless under systemd (see examples/raspberrypi).",
         formatter_class=HelpFormatter)
     p.add_argument("-c", "--config", required=True, help="the inspection TOML file")
     p.add_argument("--check", action="store_true", help="validate the config (and the model, if present), then exit")
