@@ -32,11 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgekit.errors import ConfigError
-from edgekit.inspect.parts import Evidence, PartsOptions
+from edgekit.inspect.parts import Evidence, PartsOptions, belt_tracker
 from edgekit.inspect.plc import MAX_ADDRESS, ModbusTarget, Register, belt_delay
 from edgekit.inspect.rules import Zone
 from edgekit.inspect.tomlpos import PORT, POS_INT, POS_NUM, Table
-from edgekit.track import Anchor, CountingLine, Direction, TrackerOptions, ZoneCrossing, ZoneEvent
+from edgekit.track import Anchor, CountingLine, Direction, ZoneCrossing, ZoneEvent
 
 __all__ = ["PartsConfig", "PlcConfig", "parse_parts"]
 
@@ -140,9 +140,8 @@ def _options(t: Table) -> PartsOptions:
     if not classes:
         raise t.error("classes", "name at least one class that is a part, e.g. classes = [\"part\"]")
     threshold = t.get("threshold", float, 0.5, **_FRACTION)
-    tracker = TrackerOptions(high_threshold=threshold, low_threshold=min(0.1, threshold),
-                             lost_buffer=t.get("lost_frames", int, 30, **POS_INT),
-                             min_frames=t.get("min_track_frames", int, 1, **POS_INT))
+    tracker = belt_tracker(threshold, lost_buffer=t.get("lost_frames", int, 30, **POS_INT),
+                           min_frames=t.get("min_track_frames", int, 1, **POS_INT))
     try:
         return PartsOptions(
             parts=classes, defects=_names(t, "defects", required=False),

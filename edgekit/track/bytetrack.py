@@ -13,6 +13,11 @@ Each frame (Zhang et al., "ByteTrack", ECCV 2022):
    starts from a box scoring at least ``new_track_threshold``.
 5. A track gets its id once it was matched ``min_frames`` frames running.
 
+Two options depart from the reference for objects the detector scores low for many frames (parts
+touching on a belt), both off by default: ``weak_start_frames`` lets a low box nobody claimed start a
+tentative track (confirmed after that many frames running), and ``weak_refind_frames`` lets low
+boxes find a track lost for at most that many frames.
+
 The steps, their order and their constants follow the reference implementation (the one supervision
 carried up to 0.30); ``tests/edgekit/track`` compares the track ids of both on the same detections.
 Numpy only (SciPy, when installed, solves the assignment)::
@@ -62,6 +67,10 @@ class TrackerOptions:
     match_threshold: float = 0.8  # highest (1 - IoU x score) cost accepted in the first association
     lost_buffer: int = 30  # frames a lost track is kept for re-identification
     min_frames: int = 1  # consecutive matched frames before a track gets its id
+    weak_start_frames: int = 0  # 0: ByteTrack (only boxes >= new_track_threshold start tracks); n: a box
+    # below it (but above low_threshold) nobody claimed starts a tentative track that needs n frames running
+    weak_refind_frames: int = 0  # 0: ByteTrack (low boxes keep tracked tracks only); n: they also find a track
+    # lost for at most n frames
 
     def __post_init__(self) -> None:
         for name in ("high_threshold", "low_threshold", "match_threshold"):
@@ -71,6 +80,8 @@ class TrackerOptions:
         if self.low_threshold > self.high_threshold:
             raise InputError(f"TrackerOptions.low_threshold ({self.low_threshold}) must not exceed "
                              f"high_threshold ({self.high_threshold})")
+        if self.weak_start_frames < 0:
+            raise InputError(f"TrackerOptions.weak_start_frames must be >= 0 (0: off), got {self.weak_start_frames}")
         if self.lost_buffer < 1 or self.min_frames < 1:
             raise InputError(f"TrackerOptions.lost_buffer and min_frames must be >= 1, got {self.lost_buffer} "
                              f"and {self.min_frames}")
@@ -146,7 +157,7 @@ class _Track:
     """One track's mutable state (internal)."""
 
     __slots__ = ("mean", "cov", "score", "state", "activated", "key", "track_id", "frame", "start", "streak",
-                 "det")
+                 "det", "need", "origin")
 
     def __init__(self, xyah: list[float], score: float, det: int) -> None:
         self.mean = xyah  # cx, cy, a, h (a detection) and their velocities (a track)
@@ -154,6 +165,8 @@ class _Track:
         self.score, self.det = score, det
         self.state, self.activated = TrackState.NEW, False
         self.key, self.track_id, self.frame, self.start, self.streak = -1, -1, 0, 0, 0
+        self.need = 0  # matched frames running before the track is confirmed (set when it starts)
+        self.origin = xyah  # the box the track started from (cx, cy, a, h)
 
 
 class ByteTracker:
@@ -182,6 +195,15 @@ class ByteTracker:
     def tracks(self) -> list[Track]:
         """The confirmed tracks matched in the last frame, with their Kalman-filtered boxes."""
         return [Track(t.track_id, box_of(t.mean), t.score, t.det) for t in self._tracked if t.activated]
+
+    def origin(self, track_id: int) -> tuple[float, float, float, float] | None:
+        """The box (x1, y1, x2, y2) a tracked track started from, frames before it was confirmed: where
+        a counting line should first place a track that was tentative while it crossed. None: no such
+        track is being tracked."""
+        for t in self._tracked:
+            if t.track_id == track_id:
+                return box_of(t.origin)
+        return None
 
     def update(self, detections: Detections) -> Tracked:
         """Associate one frame's detections with the tracks; returns them with their track ids.
@@ -221,8 +243,9 @@ class ByteTracker:
         for ti, di in matches:
             (refound if self._take(pool[ti], high[di]) else updated).append(pool[ti])
         # Second: tracks still tracked last frame with the low-score boxes.
-        remaining = [pool[i] for i in rest_tracks if pool[i].state is TrackState.TRACKED]
-        matches, rest_tracks, _ = linear_assignment(_iou_cost(remaining, low), 0.5)
+        remaining = [pool[i] for i in rest_tracks if pool[i].state is TrackState.TRACKED
+                     or self._frame - pool[i].frame <= o.weak_refind_frames]
+        matches, rest_tracks, rest_low = linear_assignment(_iou_cost(remaining, low), 0.5)
         for ti, di in matches:
             (refound if self._take(remaining[ti], low[di]) else updated).append(remaining[ti])
         for i in rest_tracks:
@@ -235,14 +258,28 @@ class ByteTracker:
         for ti, di in matches:
             self._take(unconfirmed[ti], high[di])
             updated.append(unconfirmed[ti])
+        weak: list[_Track] = []
+        if o.weak_start_frames:  # tentative tracks may also go on with a low box left over
+            low = [low[i] for i in rest_low]
+            unconfirmed = [unconfirmed[i] for i in rest_unconfirmed]
+            matches, rest_unconfirmed, rest_low = linear_assignment(_iou_cost(unconfirmed, low), 0.5)
+            for ti, di in matches:
+                self._take(unconfirmed[ti], low[di])
+                updated.append(unconfirmed[ti])
+            weak = [low[i] for i in rest_low]
         for i in rest_unconfirmed:
             unconfirmed[i].state = TrackState.REMOVED
             removed.append(unconfirmed[i])
-        # New tracks from strong boxes nobody claimed.
+        # New tracks from strong boxes nobody claimed (and from weak ones, when they may start tracks).
         for i in rest_high:
             if high[i].score >= o.start_threshold:
-                self._start(high[i])
+                self._start(high[i], o.min_frames)
                 updated.append(high[i])
+            elif o.weak_start_frames:
+                weak.append(high[i])
+        for det in weak:
+            self._start(det, max(o.min_frames, o.weak_start_frames))
+            updated.append(det)
         for t in self._lost:
             if self._frame - t.frame > o.lost_buffer:
                 t.state = TrackState.REMOVED
@@ -275,7 +312,7 @@ class ByteTracker:
         track.score, track.det, track.frame = det.score, det.det, self._frame
         if track.state is TrackState.TRACKED:
             track.streak += 1
-            if track.streak == self.options.min_frames:
+            if track.streak == track.need:
                 track.activated = True
                 if track.track_id < 0:
                     track.track_id = self._new_id()
@@ -283,12 +320,14 @@ class ByteTracker:
         track.streak, track.state = 0, TrackState.TRACKED  # found again after being lost
         return True
 
-    def _start(self, det: _Track) -> None:
+    def _start(self, det: _Track, need: int) -> None:
+        """A new track from the box ``det``, confirmed after ``need`` matched frames (at once in the first
+        frame, as in the reference, unless it is a weak start)."""
         det.key, self._next_key = self._next_key, self._next_key + 1
         det.mean, det.cov = KalmanXYAH.initiate(det.mean)
-        det.state, det.streak = TrackState.TRACKED, 0
-        det.activated = self._frame == 1
-        if self.options.min_frames == 1:
+        det.state, det.streak, det.need = TrackState.TRACKED, 0, need
+        det.activated = self._frame == 1 and need == self.options.min_frames
+        if need == 1:
             det.track_id = self._new_id()
         det.frame = det.start = self._frame
 

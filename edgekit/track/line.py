@@ -148,6 +148,16 @@ class CountingLine(_OncePerTrack):
         rel = np.asarray(points, dtype=np.float64).reshape(-1, 2) - self.start
         return np.sign(self._d[0] * rel[:, 1] - self._d[1] * rel[:, 0]).astype(np.int64)
 
+    def prime(self, track_id: int, box: Sequence[float]) -> None:
+        """Place a track not seen yet on the side of ``box`` (where it started while still tentative), so
+        that crossing the line before it was confirmed still counts. Does nothing for a track seen before."""
+        if track_id >= 0 and track_id not in self._state:
+            x1, y1, x2, y2 = (float(v) for v in box)
+            px, py = (x1 + x2) / 2, (y2 if self.anchor is Anchor.BOTTOM_CENTER else (y1 + y2) / 2)
+            cross = self._d[0] * (py - self.start[1]) - self._d[1] * (px - self.start[0])
+            if cross != 0:
+                self._state[track_id] = 1 if cross > 0 else -1
+
     def update(self, track_ids: Any, boxes: Any) -> list[Crossing]:
         """The crossings this frame: tracks (ids >= 0, with their xyxy boxes) that crossed since last seen."""
         ids = np.asarray(track_ids, dtype=np.int64).reshape(-1).tolist()
@@ -196,6 +206,13 @@ class ZoneCrossing(_OncePerTrack):
         check = getattr(self.zone, "check_fits", None)
         if check is not None:
             check(width, height)
+
+    def prime(self, track_id: int, box: Sequence[float]) -> None:
+        """Place a track not seen yet inside or outside the zone as ``box`` (where it started while still
+        tentative) was. Does nothing for a track seen before."""
+        if track_id >= 0 and track_id not in self._state:
+            inside = np.asarray(self.zone.contains(np.asarray(box, np.float64).reshape(1, 4)), bool).reshape(-1)
+            self._state[track_id] = bool(inside[0])
 
     def update(self, track_ids: Any, boxes: Any) -> list[Crossing]:
         ids = np.asarray(track_ids, dtype=np.int64).reshape(-1)

@@ -134,3 +134,37 @@ def test_bad_options(kwargs, message):
 def test_update_takes_detections_only():
     with pytest.raises(InputError, match="expects edgekit Detections, got ndarray"):
         ByteTracker().update(np.zeros((1, 5)))  # type: ignore[arg-type]
+
+
+def _one_box(tracker, scores):
+    """The track id of one box moving right with the given score per frame (None: no box that frame)."""
+    out = []
+    for t, score in enumerate(scores):
+        box = np.array([[10 + 4 * t, 10, 60 + 4 * t, 60]], np.float32)
+        dets = Detections(box, [score], [0]) if score is not None else Detections.empty()
+        ids = tracker.update(dets).track_ids.tolist()
+        out.append(ids[0] if ids else None)
+    return out
+
+
+@pytest.mark.parametrize("weak_start_frames, ids", [
+    (0, [-1, -1, -1, -1]),  # ByteTrack: a box under new_track_threshold never starts a track
+    (2, [-1, -1, 1, 1]),  # started weakly, confirmed after 2 more frames running
+])
+def test_weak_boxes_start_tracks_only_when_asked(weak_start_frames, ids):
+    tracker = ByteTracker(TrackerOptions(high_threshold=0.5, low_threshold=0.1, weak_start_frames=weak_start_frames))
+    assert _one_box(tracker, [None, 0.3, 0.2, 0.4, 0.3])[1:] == ids
+
+
+@pytest.mark.parametrize("weak_refind_frames, last", [(0, -1), (3, 1)])
+def test_weak_boxes_refind_a_recently_lost_track_only_when_asked(weak_refind_frames, last):
+    tracker = ByteTracker(TrackerOptions(high_threshold=0.5, low_threshold=0.1, weak_refind_frames=weak_refind_frames))
+    got = _one_box(tracker, [0.9, 0.9, None, None, 0.3])
+    assert got[:2] == [1, 1] and got[-1] == last
+
+
+def test_origin_is_where_a_tentative_track_started():
+    tracker = ByteTracker(TrackerOptions(high_threshold=0.5, low_threshold=0.1, weak_start_frames=2))
+    _one_box(tracker, [None, 0.3, 0.3, 0.3])
+    assert tracker.origin(1) == pytest.approx((14, 10, 64, 60))  # the box of frame 1, two frames before its id
+    assert tracker.origin(7) is None

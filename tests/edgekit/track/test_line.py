@@ -102,3 +102,17 @@ def test_zone_crossing(event, path, fired):
     assert len(out) == fired and all(c.way is event and c.name == "gate" for c in out)
     with pytest.raises(ConfigError, match="outside"):
         crossing.check_fits(150, 150)
+
+
+def test_prime_counts_a_track_confirmed_past_the_line():
+    """A track confirmed only after it crossed (weak start, min_frames) still counts, from where it started."""
+    line = CountingLine((100, 0), (100, 200), direction="left_to_right")
+    line.prime(5, _box(60, 100))
+    line.prime(6, _box(140, 100))  # started past the line: nothing to count
+    crossed = line.update([5, 6], np.array([_box(120, 100), _box(160, 100)]))
+    assert [c.track_id for c in crossed] == [5]
+    line.prime(5, _box(60, 100))  # a track seen before keeps its side
+    assert line.update([5], np.array([_box(130, 100)])) == []
+    zone = ZoneCrossing(Zone("gate", ((80, 0), (200, 0), (200, 200), (80, 200))), "enter")
+    zone.prime(1, _box(40, 100))
+    assert [c.track_id for c in zone.update([1], np.array([_box(120, 100)]))] == [1]
