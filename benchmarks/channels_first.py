@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from edgekit.contract import Normalization, ResizeMode, Transform, make_decoder  # noqa: E402
 from edgekit.preprocess import fit, fit_into, to_input, write_channels_first, write_channels_last  # noqa: E402
-from edgekit.runtimes.model import TensorSpec  # noqa: E402
+from edgekit.runtimes.tensors import TensorSpec  # noqa: E402
 
 SIZE = 640
 

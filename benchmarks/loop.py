@@ -37,7 +37,7 @@ import numpy as np
 
 from edgekit.preprocess import ResizeMode, fit_into
 from edgekit.runtimes import load_model
-from edgekit.runtimes.model import default_threads
+from edgekit.runtimes.loader import default_threads
 from edgekit.tasks import Detector
 from edgekit.sources import VideoSource, parse_source
 

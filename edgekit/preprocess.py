@@ -24,7 +24,7 @@ import numpy as np
 from edgekit.contract.enums import BoxMapping, ColorOrder, Interpolation, Layout, ResizeMode
 from edgekit.contract.spec import LETTERBOX_PAD, Normalization, Transform, image_input, plan_resize
 from edgekit.errors import InputError, ModelError
-from edgekit.runtimes.model import TensorSpec
+from edgekit.runtimes.tensors import TensorSpec
 
 __all__ = [
     "MAX_IMAGE_PIXELS",

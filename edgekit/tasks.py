@@ -28,7 +28,8 @@ from edgekit.labels import align_labels, load_labels
 from edgekit.loop import LoopOptions, LoopSummary, Performance, Stream
 from edgekit.results import Classes, Detections, FrameResult, Result
 from edgekit.runtimes.delegates import Delegate
-from edgekit.runtimes.model import Model, default_threads, load_model
+from edgekit.runtimes.loader import default_threads, load_model
+from edgekit.runtimes.model import Model
 from edgekit.sources import Reconnect, SourceKind, SourceSpec, VideoSource, parse_source
 
 __all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",

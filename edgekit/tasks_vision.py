@@ -205,7 +205,7 @@ def segmenter_for(options: TaskOptions) -> Segmenter | None:
     Raises:
         ModelError: the file is missing or malformed, or a segmenter that cannot load.
     """
-    from edgekit.runtimes.model import inspect_model
+    from edgekit.runtimes.tensors import inspect_model
 
     info = inspect_model(options.model)
     try:

@@ -14,7 +14,9 @@ from __future__ import annotations
 from edgekit.runtimes.backends import Backend, available_backends, resolve_backend
 from edgekit.runtimes.delegates import Delegate, EdgeTPUDevice, edgetpu_library_name
 from edgekit.runtimes.metadata import read_metadata
-from edgekit.runtimes.model import Model, ModelInfo, TensorSpec, inspect_model, load_model
+from edgekit.runtimes.loader import load_model
+from edgekit.runtimes.model import Model
+from edgekit.runtimes.tensors import ModelInfo, TensorSpec, inspect_model
 from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
 from edgekit.runtimes.validate import validate_model_file
 

@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 __all__ = ["ProbeResult", "probe_model", "DEFAULT_PROBE_TIMEOUT", "main"]
 
-DEFAULT_PROBE_TIMEOUT = 60.0  # edgekit.runtimes.model.DEFAULT_ISOLATE_TIMEOUT is the public one
+DEFAULT_PROBE_TIMEOUT = 60.0  # edgekit.runtimes.isolation.DEFAULT_ISOLATE_TIMEOUT is the public one
 # The child may use at most this much address space beyond the model's own size (half the
 # machine's memory, within these bounds), so a file that makes the interpreter allocate
 # without end fails in the child, not by waking the kernel's OOM killer on a small device.

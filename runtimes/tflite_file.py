@@ -4,17 +4,18 @@ It reads what edgekit needs before an interpreter sees the bytes (tensors, opera
 buffers, metadata) and refuses anything that points outside the file. It never
 allocates by a count read from the file before checking that count against the file's
 size, so a malformed file costs a :class:`~edgekit.errors.ModelError`, not memory or a
-crash. Pure Python and numpy-free, so it runs anywhere the device side runs.
+crash. Pure Python and numpy-free, so it runs anywhere the device side runs. The checked
+primitive reads live in :mod:`edgekit.runtimes.flatbuffer`; this module knows the TFLite schema.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 from edgekit.errors import ModelError
 from edgekit.runtimes._opnames import BUILTIN_OPS
+from edgekit.runtimes.flatbuffer import FlatReader
 from edgekit.runtimes.flexbuffer import FlexBufferError, read_flat_map
 from edgekit.runtimes.graph_check import FLEXBUFFER_CUSTOM_OPS, OPTION_FIELDS, check_graph
 
@@ -118,141 +119,6 @@ class TFLiteFile:
                        if op.opcode not in BUILTIN_OPS})
 
 
-class _Reader:
-    """Bounds-checked access to flatbuffer tables and vectors in one bytes object."""
-
-    def __init__(self, data: bytes, label: str) -> None:
-        self.data = data
-        self.n = len(data)
-        self.label = label
-        self.max_end = 0  # the furthest byte any checked read reached: where the flatbuffer ends
-        # Bytes of vectors and strings decoded so far may not exceed this. Offsets may alias,
-        # so a small file can name one large vector from a million places (a memory bomb);
-        # a file a converter wrote decodes each byte about once.
-        self.budget = 2 * len(data) + 65536
-
-    def fail(self, what: str) -> ModelError:
-        return ModelError(
-            f"{self.label} is corrupt or truncated: {what}. Copy the file again from its source "
-            "(check its size and checksum), or re-export it."
-        )
-
-    def _check(self, pos: int, size: int, what: str) -> None:
-        self.within(pos, size, what)
-        if pos + size > self.max_end:
-            self.max_end = pos + size
-
-    def within(self, pos: int, size: int, what: str) -> None:
-        """Check a region lies in the file without counting it as part of the flatbuffer."""
-        if pos < 0 or size < 0 or pos + size > self.n:
-            raise self.fail(f"{what} lies outside the file (byte {pos}, {size} bytes, file has {self.n})")
-
-    def u8(self, pos: int) -> int:
-        self._check(pos, 1, "a byte field")
-        return self.data[pos]
-
-    def i8(self, pos: int) -> int:
-        self._check(pos, 1, "a byte field")
-        return struct.unpack_from("<b", self.data, pos)[0]
-
-    def u16(self, pos: int) -> int:
-        self._check(pos, 2, "a vtable entry")
-        return struct.unpack_from("<H", self.data, pos)[0]
-
-    def i32(self, pos: int) -> int:
-        self._check(pos, 4, "an int field")
-        return struct.unpack_from("<i", self.data, pos)[0]
-
-    def u32(self, pos: int) -> int:
-        self._check(pos, 4, "an offset")
-        return struct.unpack_from("<I", self.data, pos)[0]
-
-    def u64(self, pos: int) -> int:
-        self._check(pos, 8, "a 64-bit field")
-        return struct.unpack_from("<Q", self.data, pos)[0]
-
-    # --- tables -------------------------------------------------------------------------
-    def field_pos(self, table: int, index: int) -> int:
-        """Absolute position of field `index` of the table at `table`, or 0 if absent."""
-        vtable = table - self.i32(table)
-        self._check(vtable, 4, "a vtable")
-        vsize = self.u16(vtable)
-        if vsize < 4 or vsize % 2:
-            raise self.fail(f"a vtable has an impossible size {vsize}")
-        self._check(vtable, vsize, "a vtable")
-        slot = 4 + 2 * index
-        if slot >= vsize:
-            return 0
-        off = self.u16(vtable + slot)
-        if off == 0:
-            return 0
-        tsize = self.u16(vtable + 2)
-        if off >= tsize:
-            raise self.fail("a table field points past its table")
-        return table + off
-
-    def deref(self, pos: int) -> int:
-        target = pos + self.u32(pos)
-        self._check(target, 4, "a referenced table or vector")
-        return target
-
-    def table(self, table: int, index: int) -> int:
-        pos = self.field_pos(table, index)
-        return self.deref(pos) if pos else 0
-
-    def scalar(self, table: int, index: int, kind: str, default: int = 0) -> int:
-        pos = self.field_pos(table, index)
-        if not pos:
-            return default
-        return {"u8": self.u8, "i8": self.i8, "i32": self.i32, "u32": self.u32, "u64": self.u64}[kind](pos)
-
-    def vector(self, table: int, index: int, elem_size: int) -> tuple[int, int]:
-        """(start, length) of a vector field; (0, 0) when absent."""
-        pos = self.field_pos(table, index)
-        if not pos:
-            return 0, 0
-        vec = self.deref(pos)
-        length = self.u32(vec)
-        # Check the whole extent before anyone iterates: a huge count fails here.
-        self._check(vec + 4, length * elem_size, f"a vector of {length} elements")
-        return vec + 4, length
-
-    def spend(self, nbytes: int) -> None:
-        self.budget -= nbytes
-        if self.budget < 0:
-            raise self.fail(f"its tables refer to the same data over and over (more than {2 * self.n + 65536:,} "
-                            "bytes of vectors decoded from a file this size)")
-
-    def string(self, table: int, index: int, what: str = "") -> str:
-        """A string field; with `what`, one that must be UTF-8 (interpreters decode it strictly)."""
-        start, length = self.vector(table, index, 1)
-        if not start:
-            return ""
-        self.spend(length)
-        raw = self.data[start:start + length]
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            if what:
-                raise self.fail(f"{what} is not UTF-8 text ({raw[:16]!r})") from None
-            return raw.decode("utf-8", errors="replace")
-
-    def ints(self, table: int, index: int, fmt: str = "i", limit: int | None = None,
-             what: str = "a vector") -> tuple[int, ...]:
-        """A vector of numbers; with `limit`, refused before decoding when longer."""
-        size = struct.calcsize("<" + fmt)
-        start, length = self.vector(table, index, size)
-        if limit is not None and length > limit:
-            raise self.fail(f"{what} has {length:,} entries, at most {limit} make sense")
-        self.spend(length * size)
-        return struct.unpack_from(f"<{length}{fmt}", self.data, start) if length else ()
-
-    def tables(self, table: int, index: int) -> list[int]:
-        start, length = self.vector(table, index, 4)
-        self.spend(16 * length)  # the offsets, and the fields read from each table
-        return [self.deref(start + 4 * i) for i in range(length)]
-
-
 def _describe_foreign(head: bytes) -> str:
     magic = {
         b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"BM": "a BMP image",
@@ -289,9 +155,9 @@ def parse_tflite(data: bytes, label: str = "the model") -> TFLiteFile:
             f"{label} is not a TFLite model: it lacks the 'TFL3' file identifier ({what}). "
             "Pass a .tflite file, e.g. one written by `edgekit convert`."
         )
-    r = _Reader(data, label)
+    r = FlatReader(data, label)
     root = r.u32(0)
-    r._check(root, 4, "the root table")
+    r.check(root, 4, "the root table")
 
     version = r.scalar(root, 0, "u32")
     if version != 3:
@@ -350,7 +216,7 @@ def parse_tflite(data: bytes, label: str = "the model") -> TFLiteFile:
     return parsed
 
 
-def _check_external(r: _Reader, buffers: list[BufferDef], external: list[int]) -> None:
+def _check_external(r: FlatReader, buffers: list[BufferDef], external: list[int]) -> None:
     """Data kept outside the flatbuffer must start after it: every table this reader
     visited lies before any such buffer in a file a converter wrote."""
     for i in external:
@@ -359,7 +225,7 @@ def _check_external(r: _Reader, buffers: list[BufferDef], external: list[int]) -
                          f"tables, which reach byte {r.max_end}")
 
 
-def _check_trailer(r: _Reader) -> None:
+def _check_trailer(r: FlatReader) -> None:
     """Models with TFLite metadata may carry a zip of associated files (labels) after the
     flatbuffer; a copy cut inside that zip loses its end-of-central-directory record."""
     tail = r.data[r.max_end:r.max_end + 64]
@@ -367,7 +233,7 @@ def _check_trailer(r: _Reader) -> None:
         raise r.fail("the zip of associated files (e.g. labels) appended to the model is cut short")
 
 
-def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
+def _read_subgraph(r: FlatReader, sg: int, n_opcodes: int, opcodes: list[str],
                    buffers: list[BufferDef]) -> SubgraphDef:
     tensors: list[TensorDef] = []
     for t in r.tables(sg, 0):
@@ -428,7 +294,7 @@ def _read_subgraph(r: _Reader, sg: int, n_opcodes: int, opcodes: list[str],
     )
 
 
-def _check_custom_options(r: _Reader, op: int) -> tuple[int, int]:
+def _check_custom_options(r: FlatReader, op: int) -> tuple[int, int]:
     """Custom options (an Edge TPU op keeps the whole compiled model there) must lie inside the file.
 
     Returns their (start, length) in the file."""
@@ -440,7 +306,7 @@ def _check_custom_options(r: _Reader, op: int) -> tuple[int, int]:
     return start, length
 
 
-def _read_options(r: _Reader, op: int, name: str, custom: tuple[int, int]) -> tuple[tuple[str, Any], ...]:
+def _read_options(r: FlatReader, op: int, name: str, custom: tuple[int, int]) -> tuple[tuple[str, Any], ...]:
     if name in FLEXBUFFER_CUSTOM_OPS:
         start, length = custom
         try:
@@ -461,7 +327,7 @@ def _read_options(r: _Reader, op: int, name: str, custom: tuple[int, int]) -> tu
     return tuple(out)
 
 
-def _check_constant_size(r: _Reader, t: TensorDef, buffers: list[BufferDef]) -> None:
+def _check_constant_size(r: FlatReader, t: TensorDef, buffers: list[BufferDef]) -> None:
     """A constant tensor's data must be exactly shape x element size."""
     if t.buffer == 0 or t.buffer >= len(buffers) or t.sparse:
         return

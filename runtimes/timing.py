@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.runtimes.model import Model, TensorSpec
+from edgekit.runtimes.model import Model
+from edgekit.runtimes.tensors import TensorSpec
 
 __all__ = ["BenchRow", "SLOW_FIRST_RATIO", "STATS", "bench_one", "random_input", "time_model"]
 

@@ -24,7 +24,7 @@ from edgekit.commands._common import (
     table,
 )
 from edgekit.errors import EdgekitError
-from edgekit.runtimes.model import default_threads, load_model
+from edgekit.runtimes.loader import default_threads, load_model
 from edgekit.runtimes.timing import SLOW_FIRST_RATIO, BenchRow, bench_one, random_input
 from edgekit.runtimes.timing import STATS as _STATS
 from edgekit.runtimes.validate import validate_model_file

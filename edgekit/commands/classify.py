@@ -20,7 +20,7 @@ from edgekit.commands._common import delegate_arg, native_stderr_filtered, posit
 from edgekit.errors import EdgekitError, InputError
 from edgekit.preprocess import load_image
 from edgekit.results import Classification
-from edgekit.runtimes.model import default_threads
+from edgekit.runtimes.loader import default_threads
 from edgekit.tasks import Classifier, ClassifierOptions
 
 __all__ = ["register", "run"]

@@ -35,7 +35,7 @@ from edgekit.contract import OutputFormat, detect_format
 from edgekit.errors import InputError, ModelError
 from edgekit.loop import Stream
 from edgekit.results import Detections, FrameResult
-from edgekit.runtimes.model import inspect_model
+from edgekit.runtimes.tensors import inspect_model
 from edgekit.sinks import Sink
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink, WindowSink

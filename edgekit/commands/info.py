@@ -16,7 +16,9 @@ from typing import Any
 from edgekit.commands._common import native_stderr_filtered, table
 from edgekit.errors import BackendError
 from edgekit.runtimes.backends import resolve_backend
-from edgekit.runtimes.model import DEFAULT_ISOLATE_TIMEOUT, inspect_model, load_model
+from edgekit.runtimes.isolation import DEFAULT_ISOLATE_TIMEOUT
+from edgekit.runtimes.loader import load_model
+from edgekit.runtimes.tensors import inspect_model
 
 __all__ = ["register", "run", "info_dict"]
 

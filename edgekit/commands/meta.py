@@ -17,7 +17,7 @@ from edgekit.contract import OutputFormat, ResizeMode, Task
 from edgekit.contract.anchors import ANCHOR_PRESETS, AnchorSpec
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import load_labels
-from edgekit.runtimes.model import inspect_model
+from edgekit.runtimes.tensors import inspect_model
 
 __all__ = ["register", "run", "updated_metadata"]
 

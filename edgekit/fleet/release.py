@@ -125,7 +125,7 @@ def _golden_files(model: Path, golden: Path, stage: Path) -> list[tuple[str, byt
 
 
 def _model_metadata(model: Path) -> dict[str, Any]:
-    from edgekit.runtimes.model import inspect_model
+    from edgekit.runtimes.tensors import inspect_model
 
     info = inspect_model(model)
     return {"edgekit": info.metadata, "inputs": [s.to_dict() for s in info.inputs],

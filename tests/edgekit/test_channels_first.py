@@ -17,7 +17,7 @@ import pytest
 
 from edgekit.contract import Layout, Normalization
 from edgekit.preprocess import to_input, write_channels_first, write_channels_last
-from edgekit.runtimes.model import TensorSpec
+from edgekit.runtimes.tensors import TensorSpec
 
 SIZE = 32
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-import edgekit.runtimes.model as model_module
+import edgekit.runtimes.loader as loader_module
 from edgekit.cli import main
 from tests.conftest import shared_model
 
@@ -16,7 +16,7 @@ from tests.conftest import shared_model
 def probes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     monkeypatch.delenv("EDGEKIT_ISOLATE", raising=False)
-    monkeypatch.setattr(model_module, "try_in_child", lambda path, *a, **k: calls.append(path) or [])
+    monkeypatch.setattr(loader_module, "try_in_child", lambda path, *a, **k: calls.append(path) or [])
     return calls
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import edgekit.runtimes.model as model_module
+import edgekit.runtimes.loader as loader_module
 from edgekit.cli import main
 from edgekit.runtimes.isolation import isolate_default
 from tests.conftest import shared_model
@@ -18,14 +18,14 @@ from tests.conftest import shared_model
 def seen(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """What each load_model call was given, and whether the environment carried the setting then."""
     calls: list[dict[str, Any]] = []
-    real = model_module.load_model
+    real = loader_module.load_model
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append({"isolate": kwargs.get("isolate"), "env": os.environ.get("EDGEKIT_ISOLATE")})
         return real(*args, **kwargs)
 
     monkeypatch.delenv("EDGEKIT_ISOLATE", raising=False)
-    monkeypatch.setattr(model_module, "try_in_child", lambda *a, **k: [])
+    monkeypatch.setattr(loader_module, "try_in_child", lambda *a, **k: [])
     monkeypatch.setattr("edgekit.tasks.load_model", spy)
     return calls
 

@@ -85,7 +85,7 @@ def _child(path: str, delegate: str, w: int) -> None:
 
     from edgekit.commands.info import info_dict, render
     from edgekit.errors import EdgekitError
-    from edgekit.runtimes.model import load_model
+    from edgekit.runtimes.loader import load_model
     from edgekit.runtimes.validate import validate_model_file
 
     def say(doc: dict[str, str]) -> None:

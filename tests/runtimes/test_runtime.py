@@ -22,7 +22,7 @@ from edgekit.errors import BackendError, DelegateError, InputError, ModelError
 from edgekit.preprocess import fit, load_image, to_input
 from edgekit.runtimes import Delegate, EdgeTPUDevice, TensorSpec, edgetpu_library_name, load_model
 from edgekit.runtimes import backends, delegates
-from edgekit.runtimes import model as model_module
+from edgekit.runtimes import loader as loader_module
 from tests.conftest import shared_model
 from tests.fixtures_models import TinyModels, tiny_models  # noqa: F401 - a fixture
 
@@ -349,7 +349,7 @@ def test_edgetpu_delegate_on_plain_model_is_delegate_error(monkeypatch: pytest.M
                                                            shared_models: Path) -> None:
     real = backends.resolve_backend()
     fake = _raising(OSError("libedgetpu.so.1: cannot open shared object file"))
-    monkeypatch.setattr(model_module, "resolve_backend",
+    monkeypatch.setattr(loader_module, "resolve_backend",
                         lambda name=None: dataclasses.replace(real, load_delegate=fake))
     with pytest.raises(DelegateError, match="libedgetpu"):
         load_model(shared_model(shared_models, SMALL), "edgetpu:pci:1")
@@ -388,10 +388,10 @@ def test_built_int8_model_close_to_keras(tiny_models: TinyModels) -> None:  # no
 def test_newer_op_version_is_actionable_model_error(tiny_models: TinyModels, tmp_path: Path) -> None:  # noqa: F811
     import struct
 
-    from edgekit.runtimes.tflite_file import _Reader
+    from edgekit.runtimes.flatbuffer import FlatReader
 
     data = bytearray(tiny_models.int8_path.read_bytes())
-    r = _Reader(bytes(data), "x")
+    r = FlatReader(bytes(data), "x")
     pos = next(p for oc in r.tables(r.u32(0), 1) if (p := r.field_pos(oc, 2)))  # an OperatorCode.version
     struct.pack_into("<i", data, pos, 999)
     path = tmp_path / "future.tflite"

@@ -23,7 +23,7 @@ from edgekit.contract import (
 )
 from edgekit.errors import InputError, ModelError
 from edgekit.results import Detections
-from edgekit.runtimes.model import TensorSpec
+from edgekit.runtimes.tensors import TensorSpec
 
 
 def _specs(*shapes: tuple[int, ...]) -> list[TensorSpec]:

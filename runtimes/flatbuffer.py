@@ -1,0 +1,151 @@
+"""Bounds-checked access to the tables, vectors and strings of one flatbuffer.
+
+The primitive layer under :mod:`edgekit.runtimes.tflite_file`: every read is checked
+against the file's size before it happens, vectors are measured before they are
+iterated, and the bytes decoded in total are capped, so a malformed file costs a
+:class:`~edgekit.errors.ModelError`, never memory or a crash. Pure Python.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from edgekit.errors import ModelError
+
+__all__ = ["FlatReader"]
+
+
+class FlatReader:
+    """Bounds-checked access to flatbuffer tables and vectors in one bytes object."""
+
+    def __init__(self, data: bytes, label: str) -> None:
+        self.data = data
+        self.n = len(data)
+        self.label = label
+        self.max_end = 0  # the furthest byte any checked read reached: where the flatbuffer ends
+        # Bytes of vectors and strings decoded so far may not exceed this. Offsets may alias,
+        # so a small file can name one large vector from a million places (a memory bomb);
+        # a file a converter wrote decodes each byte about once.
+        self.budget = 2 * len(data) + 65536
+
+    def fail(self, what: str) -> ModelError:
+        return ModelError(
+            f"{self.label} is corrupt or truncated: {what}. Copy the file again from its source "
+            "(check its size and checksum), or re-export it."
+        )
+
+    def check(self, pos: int, size: int, what: str) -> None:
+        """Check a region lies in the file, and count it as part of the flatbuffer (see max_end)."""
+        self.within(pos, size, what)
+        if pos + size > self.max_end:
+            self.max_end = pos + size
+
+    def within(self, pos: int, size: int, what: str) -> None:
+        """Check a region lies in the file without counting it as part of the flatbuffer."""
+        if pos < 0 or size < 0 or pos + size > self.n:
+            raise self.fail(f"{what} lies outside the file (byte {pos}, {size} bytes, file has {self.n})")
+
+    def u8(self, pos: int) -> int:
+        self.check(pos, 1, "a byte field")
+        return self.data[pos]
+
+    def i8(self, pos: int) -> int:
+        self.check(pos, 1, "a byte field")
+        return struct.unpack_from("<b", self.data, pos)[0]
+
+    def u16(self, pos: int) -> int:
+        self.check(pos, 2, "a vtable entry")
+        return struct.unpack_from("<H", self.data, pos)[0]
+
+    def i32(self, pos: int) -> int:
+        self.check(pos, 4, "an int field")
+        return struct.unpack_from("<i", self.data, pos)[0]
+
+    def u32(self, pos: int) -> int:
+        self.check(pos, 4, "an offset")
+        return struct.unpack_from("<I", self.data, pos)[0]
+
+    def u64(self, pos: int) -> int:
+        self.check(pos, 8, "a 64-bit field")
+        return struct.unpack_from("<Q", self.data, pos)[0]
+
+    # --- tables -------------------------------------------------------------------------
+    def field_pos(self, table: int, index: int) -> int:
+        """Absolute position of field `index` of the table at `table`, or 0 if absent."""
+        vtable = table - self.i32(table)
+        self.check(vtable, 4, "a vtable")
+        vsize = self.u16(vtable)
+        if vsize < 4 or vsize % 2:
+            raise self.fail(f"a vtable has an impossible size {vsize}")
+        self.check(vtable, vsize, "a vtable")
+        slot = 4 + 2 * index
+        if slot >= vsize:
+            return 0
+        off = self.u16(vtable + slot)
+        if off == 0:
+            return 0
+        tsize = self.u16(vtable + 2)
+        if off >= tsize:
+            raise self.fail("a table field points past its table")
+        return table + off
+
+    def deref(self, pos: int) -> int:
+        target = pos + self.u32(pos)
+        self.check(target, 4, "a referenced table or vector")
+        return target
+
+    def table(self, table: int, index: int) -> int:
+        pos = self.field_pos(table, index)
+        return self.deref(pos) if pos else 0
+
+    def scalar(self, table: int, index: int, kind: str, default: int = 0) -> int:
+        pos = self.field_pos(table, index)
+        if not pos:
+            return default
+        return {"u8": self.u8, "i8": self.i8, "i32": self.i32, "u32": self.u32, "u64": self.u64}[kind](pos)
+
+    def vector(self, table: int, index: int, elem_size: int) -> tuple[int, int]:
+        """(start, length) of a vector field; (0, 0) when absent."""
+        pos = self.field_pos(table, index)
+        if not pos:
+            return 0, 0
+        vec = self.deref(pos)
+        length = self.u32(vec)
+        # Check the whole extent before anyone iterates: a huge count fails here.
+        self.check(vec + 4, length * elem_size, f"a vector of {length} elements")
+        return vec + 4, length
+
+    def spend(self, nbytes: int) -> None:
+        self.budget -= nbytes
+        if self.budget < 0:
+            raise self.fail(f"its tables refer to the same data over and over (more than {2 * self.n + 65536:,} "
+                            "bytes of vectors decoded from a file this size)")
+
+    def string(self, table: int, index: int, what: str = "") -> str:
+        """A string field; with `what`, one that must be UTF-8 (interpreters decode it strictly)."""
+        start, length = self.vector(table, index, 1)
+        if not start:
+            return ""
+        self.spend(length)
+        raw = self.data[start:start + length]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if what:
+                raise self.fail(f"{what} is not UTF-8 text ({raw[:16]!r})") from None
+            return raw.decode("utf-8", errors="replace")
+
+    def ints(self, table: int, index: int, fmt: str = "i", limit: int | None = None,
+             what: str = "a vector") -> tuple[int, ...]:
+        """A vector of numbers; with `limit`, refused before decoding when longer."""
+        size = struct.calcsize("<" + fmt)
+        start, length = self.vector(table, index, size)
+        if limit is not None and length > limit:
+            raise self.fail(f"{what} has {length:,} entries, at most {limit} make sense")
+        self.spend(length * size)
+        return struct.unpack_from(f"<{length}{fmt}", self.data, start) if length else ()
+
+    def tables(self, table: int, index: int) -> list[int]:
+        start, length = self.vector(table, index, 4)
+        self.spend(16 * length)  # the offsets, and the fields read from each table
+        return [self.deref(start + 4 * i) for i in range(length)]
