@@ -1,19 +1,30 @@
-"""Helpers the subcommands share: argument types, aligned tables, progress, native log noise."""
+"""Helpers the subcommands share: argument types, aligned tables, progress, native log noise, and
+the frame commands' (detect, segment, pose) source flags, signals, logging and sinks."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
+import signal
 import sys
 import tempfile
-from typing import Any, Iterable, Iterator, Sequence
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from edgekit.errors import InputError
 from edgekit.runtimes.delegates import Delegate
 
+if TYPE_CHECKING:
+    from edgekit.loop import Stream
+    from edgekit.results import FrameResult
+    from edgekit.sources import SourceSpec
+
 __all__ = ["delegate_arg", "delegate_list_arg", "int_list_arg", "positive_int", "non_negative_int", "table", "progress",
-           "native_stderr_filtered"]
+           "native_stderr_filtered", "native_noise_dropped_on_failure", "labels_arg", "add_source_arguments",
+           "add_runtime_arguments", "add_stop_arguments", "source_spec", "quiet_native_logs", "stop_on_signals",
+           "logging_to_stderr", "LineSink", "close_all"]
 
 _DELEGATES = ", ".join(repr(d.value) for d in Delegate)
 
@@ -145,6 +156,24 @@ def native_stderr_filtered() -> Iterator[None]:
     The C++ runtime writes them straight to file descriptor 2, where they would break the
     CLI's promise of one line per error. Everything else it writes is passed on.
     """
+    with _fd2_captured(lambda text, _failed: "".join(
+            ln for ln in text.splitlines(keepends=True) if not ln.startswith("INFO: "))):
+        yield
+
+
+@contextlib.contextmanager
+def native_noise_dropped_on_failure() -> Iterator[None]:
+    """OpenCV's own demuxers print to file descriptor 2 while failing to open a file (e.g. an AVI
+    cut short: "Unexpected element..."); when opening fails our one-line error says it better.
+    When it succeeds, whatever they printed is passed on."""
+    with _fd2_captured(lambda text, failed: "" if failed else text):
+        yield
+
+
+@contextlib.contextmanager
+def _fd2_captured(kept: Callable[[str, bool], str]) -> Iterator[None]:
+    """Hold what native code writes to file descriptor 2 in the block, then pass on
+    ``kept(text, the block raised)``."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -153,14 +182,157 @@ def native_stderr_filtered() -> Iterator[None]:
         return
     with tempfile.TemporaryFile() as tmp:
         os.dup2(tmp.fileno(), 2)
+        failed = True
         try:
             yield
+            failed = False
         finally:
             os.dup2(saved, 2)
             os.close(saved)
             tmp.seek(0)
-            kept = [ln for ln in tmp.read().decode("utf-8", "replace").splitlines(keepends=True)
-                    if not ln.startswith("INFO: ")]
-            if kept:
-                sys.stderr.write("".join(kept))
+            text = kept(tmp.read().decode("utf-8", "replace"), failed)
+            if text:
+                sys.stderr.write(text)
                 sys.stderr.flush()
+
+
+# --- the frame commands: detect, segment, pose -----------------------------------------------
+def labels_arg(text: str) -> list[str]:
+    """argparse type: labels or class ids separated by commas (person,car or 0,2)."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected labels or ids separated by commas (person,car), got {text!r}")
+    return items
+
+
+def add_source_arguments(p: argparse.ArgumentParser) -> None:
+    """-m/--model and where frames come from: --camera, --source or --picamera, and how to read them."""
+    p.add_argument("-m", "--model", required=True, help="the .tflite model")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--camera", type=non_negative_int, metavar="N", help="camera number (/dev/videoN)")
+    src.add_argument("--source", metavar="PATH|URL|GLOB", nargs="+",
+                     help="video file, rtsp:// or http:// URL, image file(s), folder of images or quoted glob")
+    src.add_argument("--picamera", action="store_true", help="the Raspberry Pi camera module (picamera2)")
+    p.add_argument("--width", type=positive_int, help="camera frame width to ask for")
+    p.add_argument("--height", type=positive_int, help="camera frame height to ask for")
+    p.add_argument("--fps", type=positive_float, help="camera frame rate to ask for; with --realtime, "
+                   "the rate to play a file at instead of its own")
+    p.add_argument("--realtime", action="store_true",
+                   help="play a video file at its frame rate, dropping frames when behind, as a camera does")
+
+
+def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
+    """--delegate, --threads and --warmup."""
+    p.add_argument("--delegate", type=delegate_arg, default="auto", help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads; when absent, every core up to 4")
+    p.add_argument("--warmup", type=non_negative_int, default=2, help="inferences before the first frame")
+
+
+def add_stop_arguments(p: argparse.ArgumentParser) -> None:
+    """--max-frames and --duration."""
+    p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
+    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this long")
+
+
+def source_spec(args: argparse.Namespace) -> SourceSpec:
+    """The source the flags of :func:`add_source_arguments` name.
+
+    Raises:
+        InputError: several --source paths that are not all images.
+    """
+    from edgekit.sources import SourceKind, SourceSpec, parse_source  # OpenCV: only for the frame commands
+
+    kw = dict(width=args.width, height=args.height, fps=args.fps, realtime=args.realtime)
+    if args.picamera:
+        return SourceSpec(SourceKind.PICAMERA, "picamera2", **kw)  # type: ignore[arg-type]
+    if args.camera is not None:
+        return SourceSpec(SourceKind.CAMERA, args.camera, **kw)  # type: ignore[arg-type]
+    if len(args.source) == 1:
+        return parse_source(args.source[0], **kw)  # type: ignore[arg-type]
+    # Several paths: an unquoted glob the shell expanded, or images listed one by one.
+    specs = [parse_source(p) for p in args.source]
+    if any(s.kind is not SourceKind.IMAGES for s in specs):
+        raise InputError(f"--source takes one video, stream or folder, or several image files; got "
+                         f"{len(args.source)} paths including {next(s for s in specs if s.kind is not SourceKind.IMAGES)}")
+    images = tuple(f for s in specs for f in s.images)
+    return SourceSpec(SourceKind.IMAGES, f"{len(args.source)} paths", images=images)
+
+
+def quiet_native_logs() -> bool:
+    """Silence OpenCV's and FFmpeg's own logs (our errors say it better), unless EDGEKIT_DEBUG=1.
+
+    Returns whether EDGEKIT_DEBUG=1 asked to see everything."""
+    import cv2
+
+    if os.environ.get("EDGEKIT_DEBUG") == "1":
+        return True
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # read when FFmpeg first opens something
+    return False
+
+
+@contextlib.contextmanager
+def stop_on_signals(stream: Stream, received: list[str]) -> Iterator[None]:
+    """SIGINT and SIGTERM stop the stream cleanly (their names land in `received`); a second one
+    does not wait. Outside the main thread (edgekit embedded in an app) signals are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals can only be caught in the main thread
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        received.append(name)
+        stream.stop(name)
+        signal.signal(signum, old[signum])  # a second Ctrl-C does not wait for the clean stop
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+@contextlib.contextmanager
+def logging_to_stderr(command: str, quiet: bool) -> Iterator[None]:
+    """The library's warnings (errors only when quiet) on stderr as ``edgekit COMMAND: ...``."""
+    log = logging.getLogger("edgekit")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"edgekit {command}: %(message)s"))
+    log.addHandler(handler)
+    old_level = log.level
+    log.setLevel(logging.ERROR if quiet else logging.WARNING)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+
+
+class LineSink:
+    """The frame commands' default output: one readable line per frame on stdout."""
+
+    def __init__(self, line: Callable[[FrameResult], str]) -> None:
+        self.line = line
+
+    def write(self, result: FrameResult) -> None:
+        print(self.line(result), flush=True)
+
+    def close(self) -> None:
+        sys.stdout.flush()
+
+
+def close_all(command: str, sinks: list[Any], failing: bool = False) -> None:
+    """Close every sink, then raise the first error; when the run is already failing, its
+    error is the one raised, and these are printed (one line each) so none is hidden."""
+    errors = []
+    for sink in sinks:
+        try:
+            sink.close()
+        except Exception as exc:  # noqa: BLE001 - close the others first, then report
+            errors.append(exc)
+    if errors and failing:
+        for exc in errors:
+            print(f"edgekit {command}: error: {exc}", file=sys.stderr)
+    elif errors:
+        raise errors[0]

@@ -13,23 +13,26 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import logging
-import os
-import signal
 import sys
-import tempfile
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from edgekit.commands._common import (
-    delegate_arg,
+    LineSink,
+    add_runtime_arguments,
+    add_source_arguments,
+    add_stop_arguments,
+    close_all,
     fraction,
+    labels_arg,
+    logging_to_stderr,
+    native_noise_dropped_on_failure,
     native_stderr_filtered,
-    non_negative_int,
-    positive_float,
     positive_int,
     progress,
+    quiet_native_logs,
+    source_spec,
+    stop_on_signals,
 )
 from edgekit.contract import OutputFormat, detect_format
 from edgekit.errors import InputError, ModelError
@@ -40,21 +43,12 @@ from edgekit.sinks import Sink
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
 from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
-from edgekit.sources import SourceKind, SourceSpec, VideoSource, parse_source
+from edgekit.sources import VideoSource
 
 if TYPE_CHECKING:
     from edgekit.track import ByteTracker
 
 __all__ = ["register", "run"]
-
-log = logging.getLogger("edgekit")
-
-
-def _classes(text: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError(f"expected labels or ids separated by commas (person,car), got {text!r}")
-    return items
 
 
 def register(subparsers: Any) -> None:
@@ -66,21 +60,10 @@ def register(subparsers: Any) -> None:
                     "arrive. Live sources keep only the newest frame, so results stay fresh; files are read "
                     "frame by frame (--realtime plays them like a camera). Frames are RGB throughout.",
         formatter_class=HelpFormatter)
-    p.add_argument("-m", "--model", required=True, help="the .tflite model")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--camera", type=non_negative_int, metavar="N", help="camera number (/dev/videoN)")
-    src.add_argument("--source", metavar="PATH|URL|GLOB", nargs="+",
-                     help="video file, rtsp:// or http:// URL, image file(s), folder of images or quoted glob")
-    src.add_argument("--picamera", action="store_true", help="the Raspberry Pi camera module (picamera2)")
-    p.add_argument("--width", type=positive_int, help="camera frame width to ask for")
-    p.add_argument("--height", type=positive_int, help="camera frame height to ask for")
-    p.add_argument("--fps", type=positive_float, help="camera frame rate to ask for; with --realtime, "
-                   "the rate to play a file at instead of its own")
-    p.add_argument("--realtime", action="store_true",
-                   help="play a video file at its frame rate, dropping frames when behind, as a camera does")
+    add_source_arguments(p)
     p.add_argument("-t", "--threshold", type=fraction, default=None,
                    help="minimum score (default: the model's metadata's, else 0.5)")
-    p.add_argument("--classes", type=_classes, help="keep only these labels or class ids, e.g. person,car")
+    p.add_argument("--classes", type=labels_arg, help="keep only these labels or class ids, e.g. person,car")
     p.add_argument("--labels", help="labels file (one per line, or 'id label') instead of the model's own")
     rs = p.add_mutually_exclusive_group()
     rs.add_argument("--resize", choices=["stretch", "letterbox"], default=None,
@@ -89,15 +72,12 @@ def register(subparsers: Any) -> None:
                     help="short for --resize letterbox")
     p.add_argument("--iou", type=fraction, default=None, help="NMS IoU threshold for YOLO; when absent, the model's, else 0.45")
     p.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per frame for a classifier")
-    p.add_argument("--delegate", type=delegate_arg, default="auto", help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads; when absent, every core up to 4")
-    p.add_argument("--warmup", type=non_negative_int, default=2, help="inferences before the first frame")
+    add_runtime_arguments(p)
     p.add_argument("--performance", choices=["auto", "latency", "throughput"], default="auto",
                    help="latency: one interpreter, each frame as soon as possible; throughput: two "
                         "single-threaded interpreters on consecutive frames of a file; auto: throughput for a "
                         "file or folder read in full (without --threads), latency for everything live")
-    p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
-    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this long")
+    add_stop_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON object per processed frame on stdout")
     p.add_argument("--track", action="store_true",
                    help="follow objects across frames (ByteTrack): a track_id in every JSON detection, "
@@ -111,23 +91,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--summary-json", metavar="FILE", help="write the run's figures to FILE as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-frame lines, notes or summary on stderr")
     p.set_defaults(func=run)
-
-
-def _source_spec(args: argparse.Namespace) -> SourceSpec:
-    kw = dict(width=args.width, height=args.height, fps=args.fps, realtime=args.realtime)
-    if args.picamera:
-        return SourceSpec(SourceKind.PICAMERA, "picamera2", **kw)  # type: ignore[arg-type]
-    if args.camera is not None:
-        return SourceSpec(SourceKind.CAMERA, args.camera, **kw)  # type: ignore[arg-type]
-    if len(args.source) == 1:
-        return parse_source(args.source[0], **kw)  # type: ignore[arg-type]
-    # Several paths: an unquoted glob the shell expanded, or images listed one by one.
-    specs = [parse_source(p) for p in args.source]
-    if any(s.kind is not SourceKind.IMAGES for s in specs):
-        raise InputError(f"--source takes one video, stream or folder, or several image files; got "
-                         f"{len(args.source)} paths including {next(s for s in specs if s.kind is not SourceKind.IMAGES)}")
-    images = tuple(f for s in specs for f in s.images)
-    return SourceSpec(SourceKind.IMAGES, f"{len(args.source)} paths", images=images)
 
 
 def _serve(text: str) -> tuple[str, int]:
@@ -183,87 +146,16 @@ def _notes(task: Detector | Classifier, quiet: bool) -> None:
         print(f"edgekit detect: note: {note}", file=sys.stderr)
 
 
-class _TextSink:
+def _line(result: FrameResult) -> str:
     """The default output: one readable line per frame."""
-
-    def write(self, result: FrameResult) -> None:
-        items = ", ".join(f"{d['label']} {d['score']:.2f}" + (f" {[round(v) for v in d['box']]}" if "box" in d else "")
-                          for d in result.result.to_list())
-        print(f"frame {result.index}  {result.latency_ms:.1f} ms  {items or '-'}", flush=True)
-
-    def close(self) -> None:
-        sys.stdout.flush()
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stream: Stream, received: list[str]) -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signals can only be caught in the main thread (edgekit embedded in an app)
-        return
-
-    def handler(signum: int, _frame: Any) -> None:
-        name = signal.Signals(signum).name
-        received.append(name)
-        stream.stop(name)
-        signal.signal(signum, old[signum])  # a second Ctrl-C does not wait for the clean stop
-
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
-
-
-@contextlib.contextmanager
-def _native_noise_dropped_on_failure() -> Iterator[None]:
-    """OpenCV's own demuxers print to file descriptor 2 while failing to open a file (e.g. an AVI
-    cut short: "Unexpected element..."); when opening fails our one-line error says it better.
-    When it succeeds, whatever they printed is passed on."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):  # no real stderr: leave it alone
-        yield
-        return
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        failed = True
-        try:
-            yield
-            failed = False
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            text = tmp.read().decode("utf-8", "replace")
-            if text and not failed:
-                sys.stderr.write(text)
-                sys.stderr.flush()
-
-
-@contextlib.contextmanager
-def _logging(quiet: bool) -> Iterator[None]:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("edgekit detect: %(message)s"))
-    log.addHandler(handler)
-    old_level = log.level
-    log.setLevel(logging.ERROR if quiet else logging.WARNING)
-    try:
-        yield
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(old_level)
+    items = ", ".join(f"{d['label']} {d['score']:.2f}" + (f" {[round(v) for v in d['box']]}" if "box" in d else "")
+                      for d in result.result.to_list())
+    return f"frame {result.index}  {result.latency_ms:.1f} ms  {items or '-'}"
 
 
 def run(args: argparse.Namespace) -> int:
-    import cv2
-
-    debug = os.environ.get("EDGEKIT_DEBUG") == "1"
-    if not debug:  # our errors say it better than OpenCV's and FFmpeg's logs
-        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
-        os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # read when FFmpeg first opens something
-    spec = _source_spec(args)
+    debug = quiet_native_logs()
+    spec = source_spec(args)
     writer = VideoWriterSink(args.save) if args.save else None  # checks the path before the slow part
     window = WindowSink() if args.show else None
     source = VideoSource(spec)
@@ -278,22 +170,22 @@ def run(args: argparse.Namespace) -> int:
             served = DashboardSink(dash)
             sinks.append(served)
             print(f"edgekit detect: {dash.announce()}", file=sys.stderr, flush=True)
-        with contextlib.nullcontext() if debug else _native_noise_dropped_on_failure():
+        with contextlib.nullcontext() if debug else native_noise_dropped_on_failure():
             source.open()  # a camera that is not there fails before the model loads
-        with _logging(args.quiet), _make_task(args) as task:
+        with logging_to_stderr("detect", args.quiet), _make_task(args) as task:
             _notes(task, args.quiet)
             if writer is not None:
                 writer.fps = source.fps or 30.0
             if args.json:
                 sinks.append(JsonlSink(sys.stdout))
             elif not args.quiet and all(s is served for s in sinks):
-                sinks.append(_TextSink())
+                sinks.append(LineSink(_line))
             stream: Stream = task.stream(source, max_frames=args.max_frames, duration=args.duration,
                                          performance=args.performance)
             bar = progress(source.frames or 0, "frames", args.quiet or not source.frames or spec.live
-                           or any(isinstance(s, _TextSink) for s in sinks))
+                           or any(isinstance(s, LineSink) for s in sinks))
             tracker = _tracker(task.threshold or 0.5) if args.track else None
-            with stream, _stop_on_signals(stream, received):
+            with stream, stop_on_signals(stream, received):
                 for result in stream:
                     if tracker is not None and isinstance(result.result, Detections):
                         result = dataclasses.replace(result, result=tracker.update(result.result).as_detections())
@@ -307,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
             doc = {**summary.to_dict(), "model": args.model, "runtime": task.model.describe()}
     finally:
         source.close()
-        _close_all(sinks, failing=sys.exc_info()[1] is not None)
+        close_all("detect", sinks, failing=sys.exc_info()[1] is not None)
     if not args.quiet:
         print(f"edgekit detect: {summary.line()}", file=sys.stderr)
     if args.summary_json:
@@ -317,18 +209,3 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"cannot write --summary-json {args.summary_json!r}: {exc.strerror or exc}") from None
     return 130 if "SIGINT" in received else 0
 
-
-def _close_all(sinks: list[Any], failing: bool = False) -> None:
-    """Close every sink, then raise the first error; when the run is already failing, its
-    error is the one raised, and these are printed (one line each) so none is hidden."""
-    errors = []
-    for sink in sinks:
-        try:
-            sink.close()
-        except Exception as exc:  # noqa: BLE001 - close the others first, then report
-            errors.append(exc)
-    if errors and failing:
-        for exc in errors:
-            print(f"edgekit detect: error: {exc}", file=sys.stderr)
-    elif errors:
-        raise errors[0]

@@ -16,16 +16,22 @@ from pathlib import Path
 from typing import Any, Callable
 
 from edgekit.commands._common import (
-    delegate_arg,
+    LineSink,
+    add_runtime_arguments,
+    add_source_arguments,
+    add_stop_arguments,
+    close_all,
     fraction,
+    labels_arg,
+    logging_to_stderr,
+    native_noise_dropped_on_failure,
     native_stderr_filtered,
     non_negative_int,
-    positive_float,
-    positive_int,
     progress,
+    quiet_native_logs,
+    source_spec,
+    stop_on_signals,
 )
-from edgekit.commands.detect import _close_all, _logging, _native_noise_dropped_on_failure, _source_spec, \
-    _stop_on_signals
 from edgekit.errors import InputError
 from edgekit.results import FrameResult, draw
 from edgekit.sinks.jsonl import JsonlSink
@@ -39,34 +45,15 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     """Model, source, output and runtime flags shared by `segment` and `pose` (as `detect` spells them)."""
-    p.add_argument("-m", "--model", required=True, help="the .tflite model")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--camera", type=non_negative_int, metavar="N", help="camera number (/dev/videoN)")
-    src.add_argument("--source", metavar="PATH|URL|GLOB", nargs="+",
-                     help="video file, rtsp:// or http:// URL, image file(s), folder of images or quoted glob")
-    src.add_argument("--picamera", action="store_true", help="the Raspberry Pi camera module (picamera2)")
-    p.add_argument("--width", type=positive_int, help="camera frame width to ask for")
-    p.add_argument("--height", type=positive_int, help="camera frame height to ask for")
-    p.add_argument("--fps", type=positive_float, help="camera frame rate to ask for")
-    p.add_argument("--realtime", action="store_true", help="play a video file at its frame rate, as a camera")
+    add_source_arguments(p)
     p.add_argument("--resize", choices=["stretch", "letterbox"], default=None,
                    help="how frames fit the input; when absent, the model's metadata says, else letterbox")
-    p.add_argument("--delegate", type=delegate_arg, default="auto", help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads; when absent, every core up to 4")
-    p.add_argument("--warmup", type=non_negative_int, default=2, help="inferences before the first frame")
-    p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
-    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this long")
+    add_runtime_arguments(p)
+    add_stop_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON object per processed frame on stdout")
     p.add_argument("--save", metavar="OUT", help="write the annotated frames: a video (.avi, .mp4) or images "
                    "(.png, .jpg; numbered when there are several frames)")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-frame lines or summary on stderr")
-
-
-def _classes(text: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError(f"expected labels or ids separated by commas (scratch,dent), got {text!r}")
-    return items
 
 
 def register(subparsers: Any) -> None:
@@ -83,7 +70,7 @@ def register(subparsers: Any) -> None:
                    help="for one-channel (foreground) models: the probability that makes a pixel foreground")
     p.add_argument("--min-area", type=non_negative_int, default=1, metavar="PIXELS",
                    help="leave out regions smaller than this")
-    p.add_argument("--classes", type=_classes, help="regions of these labels or class ids only, e.g. scratch,dent")
+    p.add_argument("--classes", type=labels_arg, help="regions of these labels or class ids only, e.g. scratch,dent")
     p.add_argument("--labels", help="labels file (one per line, or 'id label') instead of the model's own")
     p.set_defaults(func=run)
 
@@ -121,27 +108,11 @@ def _text_line(result: FrameResult) -> str:
     return f"frame {result.index}  {result.latency_ms:.1f} ms  {', '.join(parts) or '-'}  {len(seg)} regions"
 
 
-class _TextSink:
-    def __init__(self, line: Callable[[FrameResult], str]) -> None:
-        self.line = line
-
-    def write(self, result: FrameResult) -> None:
-        print(self.line(result), flush=True)
-
-    def close(self) -> None:
-        sys.stdout.flush()
-
-
 def run_vision(args: argparse.Namespace, name: str, make_task: Callable[[], Any],
                line: Callable[[FrameResult], str]) -> int:
     """The loop of `segment` and `pose`: source -> task -> text, JSON or saved frames; a summary on stderr."""
-    import cv2
-
-    debug = os.environ.get("EDGEKIT_DEBUG") == "1"
-    if not debug:
-        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
-        os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
-    spec = _source_spec(args)
+    debug = quiet_native_logs()
+    spec = source_spec(args)
     saver: Any = None
     if args.save:
         saver = ImageSink(args.save) if Path(args.save).suffix.lower() in IMAGE_SUFFIXES else VideoWriterSink(args.save)
@@ -149,9 +120,9 @@ def run_vision(args: argparse.Namespace, name: str, make_task: Callable[[], Any]
     received: list[str] = []
     sinks: list[Any] = [saver] if saver is not None else []
     try:
-        with contextlib.nullcontext() if debug else _native_noise_dropped_on_failure():
+        with contextlib.nullcontext() if debug else native_noise_dropped_on_failure():
             source.open()
-        with _logging(args.quiet), native_stderr_filtered(), make_task() as task:
+        with logging_to_stderr(name, args.quiet), native_stderr_filtered(), make_task() as task:
             if isinstance(saver, VideoWriterSink):
                 saver.fps = source.fps or 30.0
             if task.labels_note and not args.quiet:
@@ -159,10 +130,10 @@ def run_vision(args: argparse.Namespace, name: str, make_task: Callable[[], Any]
             if args.json:
                 sinks.append(JsonlSink(sys.stdout))
             elif not args.quiet:
-                sinks.append(_TextSink(line))
+                sinks.append(LineSink(line))
             stream = task.stream(source, max_frames=args.max_frames, duration=args.duration)
             bar = progress(source.frames or 0, "frames", True)
-            with stream, _stop_on_signals(stream, received):
+            with stream, stop_on_signals(stream, received):
                 for result in stream:
                     for sink in sinks:
                         sink.write(result)
@@ -171,7 +142,7 @@ def run_vision(args: argparse.Namespace, name: str, make_task: Callable[[], Any]
             summary = stream.summary
     finally:
         source.close()
-        _close_all(sinks, failing=sys.exc_info()[1] is not None)
+        close_all(name, sinks, failing=sys.exc_info()[1] is not None)
     if not args.quiet:
         print(f"edgekit {name}: {summary.line()}", file=sys.stderr)
     return 130 if "SIGINT" in received else 0
