@@ -17,7 +17,7 @@ import difflib
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Union, overload
+from typing import Any, Callable, ClassVar, Sequence, TypeVar, Union, overload
 
 import numpy as np
 
@@ -152,8 +152,24 @@ def _check_classes(classes: Sequence[str | int] | None, labels: Sequence[str] | 
     return {int(c) if isinstance(c, str) and c.isdigit() else c for c in classes}
 
 
+_T = TypeVar("_T", bound="_Task")
+
+
 class _Task:
     """What Detector and Classifier share: loading, the engine, streams, closing."""
+
+    _options_type: ClassVar[type[TaskOptions]]
+
+    @classmethod
+    def create_from_options(cls: type[_T], options: Any) -> _T:
+        """The task for ``options``, an instance of its options class (:class:`DetectorOptions` for a
+        :class:`Detector`, ...)."""
+        return cls(options)
+
+    @classmethod
+    def create_from_model_path(cls: type[_T], path: str | os.PathLike[str], **options: Any) -> _T:
+        """The task for the model at ``path``; keyword arguments are its options class's fields."""
+        return cls(cls._options_type(model=path, **options))
 
     def __init__(self, options: DetectorOptions | ClassifierOptions) -> None:
         self.options = options
@@ -311,15 +327,8 @@ class Detector(_Task):
     """
 
     options: DetectorOptions
+    _options_type = DetectorOptions
 
-    @classmethod
-    def create_from_options(cls, options: DetectorOptions) -> Detector:
-        return cls(options)
-
-    @classmethod
-    def create_from_model_path(cls, path: str | os.PathLike[str], **options: Any) -> Detector:
-        """A detector for ``path``; keyword arguments are :class:`DetectorOptions` fields."""
-        return cls(DetectorOptions(model=path, **options))
 
     def detect(self, frame: np.ndarray) -> Detections:
         """Objects in one RGB uint8 (H, W, 3) frame, boxes in its pixels.
@@ -338,15 +347,8 @@ class Classifier(_Task):
     """
 
     options: ClassifierOptions
+    _options_type = ClassifierOptions
 
-    @classmethod
-    def create_from_options(cls, options: ClassifierOptions) -> Classifier:
-        return cls(options)
-
-    @classmethod
-    def create_from_model_path(cls, path: str | os.PathLike[str], **options: Any) -> Classifier:
-        """A classifier for ``path``; keyword arguments are :class:`ClassifierOptions` fields."""
-        return cls(ClassifierOptions(model=path, **options))
 
     def classify(self, frame: np.ndarray) -> Classes:
         """The top classes of one RGB uint8 (H, W, 3) frame.

@@ -18,9 +18,8 @@ outputs read as another task's is refused, naming the command to use.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -146,16 +145,9 @@ class Segmenter(_VisionTask):
     """
 
     options: SegmenterOptions
+    _options_type = SegmenterOptions
     _format = OutputFormat.SEGMENTATION
 
-    @classmethod
-    def create_from_options(cls, options: SegmenterOptions) -> Segmenter:
-        return cls(options)  # type: ignore[arg-type]
-
-    @classmethod
-    def create_from_model_path(cls, path: str | os.PathLike[str], **options: Any) -> Segmenter:
-        """A segmenter for ``path``; keyword arguments are :class:`SegmenterOptions` fields."""
-        return cls(SegmenterOptions(model=path, **options))  # type: ignore[arg-type]
 
     def segment(self, frame: np.ndarray) -> Segmentation:
         """One RGB uint8 (H, W, 3) frame -> its :class:`~edgekit.segment.Segmentation` in its pixels.
@@ -176,16 +168,9 @@ class PoseEstimator(_VisionTask):
     """
 
     options: PoseEstimatorOptions
+    _options_type = PoseEstimatorOptions
     _format = OutputFormat.KEYPOINTS
 
-    @classmethod
-    def create_from_options(cls, options: PoseEstimatorOptions) -> PoseEstimator:
-        return cls(options)  # type: ignore[arg-type]
-
-    @classmethod
-    def create_from_model_path(cls, path: str | os.PathLike[str], **options: Any) -> PoseEstimator:
-        """A pose estimator for ``path``; keyword arguments are :class:`PoseEstimatorOptions` fields."""
-        return cls(PoseEstimatorOptions(model=path, **options))  # type: ignore[arg-type]
 
     def estimate(self, frame: np.ndarray) -> Poses:
         """One RGB uint8 (H, W, 3) frame -> the :class:`~edgekit.contract.keypoints.Poses` in its pixels.
@@ -194,8 +179,6 @@ class PoseEstimator(_VisionTask):
             InputError: the frame is not RGB uint8 (H, W, 3).
         """
         return self._engine.run(frame)  # type: ignore[return-value]
-
-
 
 
 def segmenter_for(options: TaskOptions) -> Segmenter | None:
