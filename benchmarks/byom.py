@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -33,18 +32,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests._yolo_models builds the detector
 
 from edgekit.converters import ConvertOptions, Mode, PreprocessingOverrides, convert  # noqa: E402
-from edgekit.runtimes import load_model  # noqa: E402
+from benchmarks._common import cpu_name, invoke_ms  # noqa: E402
 from tests._yolo_models import TrainedDetector, train_detector  # noqa: E402
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run_convert(model: Path, out: Path, det: TrainedDetector, fixed: bool) -> dict[str, Any]:
@@ -62,24 +51,7 @@ def run_convert(model: Path, out: Path, det: TrainedDetector, fixed: bool) -> di
 
 def latencies(paths: list[Path], threads: int, blocks: int, per_block: int) -> list[float]:
     """Median ms of one invoke per model, XNNPACK, interleaved blocks whose order rotates."""
-    models = [load_model(p, num_threads=threads) for p in paths]
-    try:
-        for m in models:
-            m.input_view()[...] = m.prepare_input(m.inputs[0], np.random.default_rng(0).random(
-                m.inputs[0].shape, dtype=np.float32))
-            for _ in range(5):
-                m.invoke()
-        times: list[list[float]] = [[] for _ in models]
-        for b in range(blocks):
-            for i in [(b + k) % len(models) for k in range(len(models))]:
-                for _ in range(per_block):
-                    t0 = time.perf_counter()
-                    models[i].invoke()
-                    times[i].append(time.perf_counter() - t0)
-    finally:
-        for m in models:
-            m.close()
-    return [float(np.median(t) * 1e3) for t in times]
+    return [float(np.median(t)) for t in invoke_ms(paths, threads, blocks, per_block)]
 
 
 def main() -> None:

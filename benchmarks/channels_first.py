@@ -15,9 +15,7 @@ Rounds interleave; figures are medians.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -27,21 +25,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import cpu_name, timed_rounds  # noqa: E402
 from edgekit.contract import Normalization, ResizeMode, Transform, make_decoder  # noqa: E402
 from edgekit.preprocess import fit, fit_into, to_input, write_channels_first, write_channels_last  # noqa: E402
 from edgekit.runtimes.tensors import TensorSpec  # noqa: E402
 
 SIZE = 640
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def yolo_output(rng: np.random.Generator) -> np.ndarray:
@@ -92,13 +81,7 @@ def main() -> None:
                                               "float32 NHWC write": channels_last, "float32 NCHW write": channels_first,
                                               "uint8 NHWC direct": uint8_direct,
                                               "YOLOv8 [1,84,8400] decode": lambda: decoder([out], tf)}
-    times: dict[str, list[float]] = {k: [] for k in cases}
-    for r in range(args.rounds):
-        for name in list(cases)[r % len(cases):] + list(cases)[:r % len(cases)]:
-            t0 = time.perf_counter()
-            cases[name]()
-            times[name].append((time.perf_counter() - t0) * 1e3)
-    ms = {k: float(np.median(v)) for k, v in times.items()}
+    ms = {k: float(np.median(v)) for k, v in timed_rounds(cases, args.rounds).items()}
     print(f"CPU: {cpu_name()}; 1280x720 BGR frame -> 640x640 letterbox; medians of {args.rounds} interleaved rounds")
     for k, v in ms.items():
         print(f"  {k:<32} {v:7.2f} ms")

@@ -37,6 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import cpu_name, rotated  # noqa: E402
+
 VIEWER = r"""
 import signal, sys, time, urllib.request
 frames, cpu0 = 0, None
@@ -58,16 +60,6 @@ while True:
     except OSError:
         time.sleep(0.05)
 """
-
-
-def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def make_video(path: Path, images: Path, frames: int) -> None:
@@ -186,8 +178,7 @@ def main() -> None:
         make_video(video, args.images, args.frames)
         run(model, labels, video, None)  # warm-up: file cache, interpreter
         for r in range(args.rounds):
-            order = conditions[r % len(conditions):] + conditions[:r % len(conditions)]
-            for name, viewers in order:
+            for name, viewers in rotated(conditions, r):
                 f, c, k, e, got = run(model, labels, video, viewers)
                 fps[name].append(f)
                 cpu[name].append(c)

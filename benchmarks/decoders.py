@@ -12,7 +12,6 @@ inference of the SSD MobileNet in ../shared/models (300x300, uint8), and the fig
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import cpu_name, rotated  # noqa: E402
 from edgekit.contract.anchors import ANCHOR_PRESETS, decode_anchors  # noqa: E402
 from edgekit.contract.keypoints import decode_poses  # noqa: E402
 from edgekit.contract.segmentation import SegmentationMask, decode_segmentation  # noqa: E402
@@ -33,16 +33,6 @@ from edgekit.segment import draw_segmentation, find_regions, segmentation_of  # 
 
 DEFAULT_MODEL = ROOT.parent / "shared" / "models" / "ssd_mobilenet_v1_coco_quant.tflite"
 FRAME_HW = (480, 640)
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _blobs(h: int, w: int, c: int, rng: np.random.Generator) -> np.ndarray:
@@ -112,8 +102,7 @@ def main() -> int:
             model.invoke()
     names = list(jobs)
     for r in range(args.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]  # rotate: drift hits every row alike
-        for name in order:
+        for name in rotated(names, r):  # drift hits every row alike
             t0 = time.perf_counter()
             jobs[name]()
             times[name].append((time.perf_counter() - t0) * 1e3)

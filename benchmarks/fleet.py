@@ -32,20 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from benchmarks._common import cpu_name  # noqa: E402
 from edgekit.fleet.release import write_release  # noqa: E402
 from edgekit.fleet.status import StatusPublisher, publish_notification  # noqa: E402
 from tests.conftest import SHARED_IMAGES, SHARED_MODELS  # noqa: E402
 from tests.edgekit.fleet.conftest import MOSQUITTO, Broker, Device, Kit  # noqa: E402
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -181,7 +172,7 @@ def main() -> None:
         kit.close()
         if broker is not None:
             broker.stop()
-    print(f"CPU: {cpu_name()}; load average {os.getloadavg()[0]:.1f}; {args.devices} devices per fleet, "
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}; {args.devices} devices per fleet, "
           f"{args.rounds} releases each")
     print(f"{'fleet':<26}{'in folder p50':>14}{'serving p50':>12}{'p99 s':>8}{'max s':>8}{'bytes/device/release':>24}")
     for name in fleets:

@@ -32,10 +32,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import cpu_name, invoke_ms  # noqa: E402
 from edgekit import Detector, load_image  # noqa: E402
 from edgekit.contract import map50  # noqa: E402
 from edgekit.converters import ConvertOptions, Mode, convert  # noqa: E402
-from edgekit.runtimes import load_model  # noqa: E402
 
 # Runs in the Ultralytics environment: train, val, export, predict; prints one JSON line.
 ULTRALYTICS = r"""
@@ -78,25 +78,10 @@ def write_dataset(root: Path) -> None:
 
 
 def latencies(paths: list[Path], threads: int, rounds: int = 9, per_round: int = 30) -> list[float]:
-    """Median ms of one invoke per model, XNNPACK, interleaved rounds whose order rotates."""
-    models = [load_model(p, num_threads=threads) for p in paths]
-    try:
-        for m in models:
-            m.input_view()[...] = m.prepare_input(m.inputs[0], np.random.default_rng(0).random(
-                m.inputs[0].shape, dtype=np.float32))
-            for _ in range(5):
-                m.invoke()
-        times: list[list[float]] = [[] for _ in models]
-        for r in range(rounds):
-            for i in [(r + k) % len(models) for k in range(len(models))]:
-                t0 = time.perf_counter()
-                for _ in range(per_round):
-                    models[i].invoke()
-                times[i].append((time.perf_counter() - t0) / per_round * 1e3)
-    finally:
-        for m in models:
-            m.close()
-    return [statistics.median(t) for t in times]
+    """Median ms of one invoke per model, XNNPACK, interleaved rounds whose order rotates (the median of
+    the rounds' means)."""
+    return [statistics.median(statistics.fmean(t[r:r + per_round]) for r in range(0, len(t), per_round))
+            for t in invoke_ms(paths, threads, rounds, per_round)]
 
 
 def device_map(model: Path, images: list[Path], reference: list[SimpleNamespace]) -> float | None:
@@ -104,13 +89,6 @@ def device_map(model: Path, images: list[Path], reference: list[SimpleNamespace]
     with Detector.create_from_model_path(model) as det:
         found = [det.detect(load_image(p)) for p in images]
     return map50(reference, found)
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def main() -> None:

@@ -1,0 +1,72 @@
+"""What the benchmark scripts share: the CPU's name for every figure, the rotating order of
+interleaved rounds, and timing models or steps in such rounds.
+
+Rounds interleave and their order rotates, so drift in clock speed or machine load hits every
+row alike; the scripts print medians. Import it after putting the repository root on sys.path.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from pathlib import Path
+from typing import Callable, Mapping, Sequence, TypeVar
+
+import numpy as np
+
+__all__ = ["cpu_name", "rotated", "timed_rounds", "invoke_ms"]
+
+T = TypeVar("T")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what the platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def rotated(items: Sequence[T], r: int) -> list[T]:
+    """Round `r`'s order: `items` rotated by `r`, so each goes first in turn."""
+    k = r % len(items) if items else 0
+    return list(items[k:]) + list(items[:k])
+
+
+def timed_rounds(cases: Mapping[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Milliseconds of each case per round, every round running each case once in rotating order."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for r in range(rounds):
+        for name in rotated(list(cases), r):
+            t0 = time.perf_counter()
+            cases[name]()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def invoke_ms(paths: Sequence[Path], threads: int, rounds: int, per_round: int) -> list[list[float]]:
+    """Milliseconds of each invoke of each model (XNNPACK, random input, 5 warm-up invokes), in
+    interleaved rounds of `per_round` invokes whose order rotates; one list per model, round after round."""
+    from edgekit.runtimes import load_model
+
+    models = [load_model(p, num_threads=threads) for p in paths]
+    try:
+        for m in models:
+            m.input_view()[...] = m.prepare_input(m.inputs[0], np.random.default_rng(0).random(
+                m.inputs[0].shape, dtype=np.float32))
+            for _ in range(5):
+                m.invoke()
+        times: list[list[float]] = [[] for _ in models]
+        for r in range(rounds):
+            for i in rotated(range(len(models)), r):
+                for _ in range(per_round):
+                    t0 = time.perf_counter()
+                    models[i].invoke()
+                    times[i].append((time.perf_counter() - t0) * 1e3)
+    finally:
+        for m in models:
+            m.close()
+    return times
