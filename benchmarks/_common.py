@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
-import numpy as np
-
 __all__ = ["cpu_name", "rotated", "timed_rounds", "invoke_ms"]
 
 T = TypeVar("T")
@@ -48,25 +46,8 @@ def timed_rounds(cases: Mapping[str, Callable[[], object]], rounds: int) -> dict
 
 
 def invoke_ms(paths: Sequence[Path], threads: int, rounds: int, per_round: int) -> list[list[float]]:
-    """Milliseconds of each invoke of each model (XNNPACK, random input, 5 warm-up invokes), in
+    """Milliseconds of each invoke of each model (XNNPACK, uniform noise in, 5 warm-up invokes), in
     interleaved rounds of `per_round` invokes whose order rotates; one list per model, round after round."""
-    from edgekit.runtimes import load_model
+    from edgekit.runtimes.timing import interleaved_invoke_ms
 
-    models = [load_model(p, num_threads=threads) for p in paths]
-    try:
-        for m in models:
-            m.input_view()[...] = m.prepare_input(m.inputs[0], np.random.default_rng(0).random(
-                m.inputs[0].shape, dtype=np.float32))
-            for _ in range(5):
-                m.invoke()
-        times: list[list[float]] = [[] for _ in models]
-        for r in range(rounds):
-            for i in rotated(range(len(models)), r):
-                for _ in range(per_round):
-                    t0 = time.perf_counter()
-                    models[i].invoke()
-                    times[i].append((time.perf_counter() - t0) * 1e3)
-    finally:
-        for m in models:
-            m.close()
-    return times
+    return interleaved_invoke_ms(paths, threads=threads, blocks=rounds, per_block=per_round, warmup=5)

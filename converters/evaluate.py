@@ -11,7 +11,6 @@ converter writes into the file and each image's transform, so the gate's mAP is 
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -38,6 +37,7 @@ from edgekit.errors import ConversionError, ModelError
 from edgekit.results import Detections
 from edgekit.runtimes import TensorSpec, load_model
 from edgekit.runtimes.tflite_file import parse_tflite
+from edgekit.runtimes.timing import interleaved_invoke_ms
 
 __all__ = [
     "ModelOutputs",
@@ -92,23 +92,8 @@ def measure_latency(paths: Sequence[str | os.PathLike[str]], x0: np.ndarray, blo
     Raises:
         ModelError: a model cannot be loaded here.
     """
-    models = [load_model(p) for p in paths]
-    try:
-        for m in models:
-            m.input_view()[...] = m.prepare_input(m.inputs[0], x0)
-            for _ in range(warmup):
-                m.invoke()
-        times: list[list[float]] = [[] for _ in models]
-        for b in range(blocks):
-            for i in [(b + k) % len(models) for k in range(len(models))]:
-                for _ in range(per_block):
-                    t0 = time.perf_counter()
-                    models[i].invoke()
-                    times[i].append(time.perf_counter() - t0)
-    finally:
-        for m in models:
-            m.close()
-    return [float(np.median(t) * 1e3) for t in times]
+    return [float(np.median(t)) for t in interleaved_invoke_ms(paths, x0, blocks=blocks, per_block=per_block,
+                                                                 warmup=warmup)]
 
 
 @dataclass(frozen=True)

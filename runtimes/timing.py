@@ -13,16 +13,19 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
+from edgekit.runtimes.loader import load_model
 from edgekit.runtimes.model import Model
 from edgekit.runtimes.tensors import TensorSpec
 
-__all__ = ["BenchRow", "SLOW_FIRST_RATIO", "STATS", "bench_one", "random_input", "time_model"]
+__all__ = ["BenchRow", "SLOW_FIRST_RATIO", "STATS", "bench_one", "interleaved_invoke_ms", "random_input",
+           "time_model"]
 
 # The first inference counts as "much slower" beyond this many p50s (the Edge TPU streams
 # its weights in; XNNPACK packs them).
@@ -105,3 +108,33 @@ def bench_one(model: Model, requested: str, runs: int, warmup: int, bar: Any,
                     backend=str(model.backend),
                     delegate_nodes=model.delegate_nodes, init_ms=model.init_ms, first_ms=first_ms,
                     latency_ms=latency, fps=1e3 / latency["mean"], notes=notes)
+
+
+def interleaved_invoke_ms(paths: Sequence[str | os.PathLike[str]], x0: np.ndarray | None = None, *,
+                          threads: int | None = None, blocks: int = 6, per_block: int = 5,
+                          warmup: int = 3) -> list[list[float]]:
+    """Milliseconds of each invoke of each model, timed in interleaved blocks of ``per_block`` invokes
+    whose order rotates, so that changes in load or clock speed hit every model alike (compare the
+    lists' medians). The input is ``x0`` (floats, quantized per model), else uniform [0, 1) noise.
+
+    Raises:
+        ModelError: a model cannot be loaded here.
+    """
+    models = [load_model(p, num_threads=threads) for p in paths]
+    try:
+        for m in models:
+            x = x0 if x0 is not None else np.random.default_rng(0).random(m.inputs[0].shape, dtype=np.float32)
+            m.input_view()[...] = m.prepare_input(m.inputs[0], x)
+            for _ in range(warmup):
+                m.invoke()
+        times: list[list[float]] = [[] for _ in models]
+        for b in range(blocks):
+            for i in [(b + k) % len(models) for k in range(len(models))]:
+                for _ in range(per_block):
+                    t0 = time.perf_counter()
+                    models[i].invoke()
+                    times[i].append((time.perf_counter() - t0) * 1e3)
+    finally:
+        for m in models:
+            m.close()
+    return times
