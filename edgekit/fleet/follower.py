@@ -30,9 +30,10 @@ from edgekit.fleet.manifest import MAX_DOCUMENT_BYTES, Channel, FileEntry, Manif
 from edgekit.fleet.settings import FleetSettings, Trust
 from edgekit.fleet.state import FollowerState, Outcome, Phase, Trial
 from edgekit.fleet.status import DeviceStatus
-from edgekit.fleet.transport import TooLarge, TransferError, fetch, fsync_dir, join_url
+from edgekit.fleet.transport import TooLarge, TransferError, fetch, join_url
 from edgekit.fleet.verify import VerificationError, download_verified, local_problem
 from edgekit.inspect.modelwatch import find_versions
+from edgekit.sinks.durable import fsync_dir
 
 __all__ = ["FleetFollower", "Phase", "Outcome", "VerificationError"]
 

@@ -29,6 +29,7 @@ from edgekit.errors import ConfigError, InputError
 from edgekit.fleet.keys import SigningKey
 from edgekit.fleet.manifest import (Channel, FileEntry, ManifestError, ReleaseEntry, ReleaseManifest, canonical_json,
                                     safe_path)
+from edgekit.sinks.durable import atomic_write
 
 __all__ = ["ReleaseResult", "write_release", "set_rollout", "read_channel_file", "parse_fraction",
            "REPORT_KEYS"]
@@ -65,15 +66,6 @@ def parse_fraction(text: str) -> float:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_channel_file(folder: Path) -> Channel | None:
@@ -134,8 +126,8 @@ def _model_metadata(model: Path) -> dict[str, Any]:
 
 def _sign_doc(path: Path, doc: dict[str, Any], key: SigningKey) -> bytes:
     data = canonical_json(doc)
-    _write_atomic(path.with_name(path.name + ".sig"), (key.sign(data) + "\n").encode())
-    _write_atomic(path, data)
+    atomic_write(path.with_name(path.name + ".sig"), (key.sign(data) + "\n").encode())
+    atomic_write(path, data)
     return data
 
 

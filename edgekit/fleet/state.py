@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from edgekit.sinks.durable import atomic_write
 
 __all__ = ["Trial", "FollowerState", "Phase", "Outcome"]
 
@@ -66,9 +67,4 @@ class FollowerState:
     def save(self, path: Path) -> None:
         d: dict[str, Any] = asdict(self)
         d["rejected"] = {str(k): v for k, v in self.rejected.items()}
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(d, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(d).encode("utf-8"))

@@ -8,7 +8,6 @@ nothing edgekit-specific runs on the server.
 from __future__ import annotations
 
 import http.client
-import os
 import threading
 import urllib.error
 import urllib.parse
@@ -165,17 +164,3 @@ def _copy_file(src: Path, part: Path, have: int, size: int) -> int:
     if have + len(data) < size:
         raise TransferError(f"{src} holds {have + len(data)} of {size} bytes (truncated)")
     return len(data)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename inside `path` durable (POSIX; a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
