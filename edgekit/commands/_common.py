@@ -266,7 +266,9 @@ def quiet_native_logs() -> bool:
 
     if os.environ.get("EDGEKIT_DEBUG") == "1":
         return True
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+    native_log = getattr(getattr(cv2, "utils", None), "logging", None)  # absent from some builds
+    if native_log is not None:
+        native_log.setLogLevel(native_log.LOG_LEVEL_ERROR)
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # read when FFmpeg first opens something
     return False
 
