@@ -3,20 +3,19 @@ every frame in order for a file (read at background CPU priority)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Callable
 
 from edgekit.errors import InputError, SourceError
 from edgekit.sources.frames import Channel, Frame, background_priority
 from edgekit.sources.readers import BadFrame, Reader
-from edgekit.sources.reading import Reading, log
+from edgekit.sources.reading import BackgroundReading, log
 from edgekit.sources.spec import Reconnect, SourceSpec
 
 __all__ = ["ThreadedReading"]
 
 
-class ThreadedReading(Reading):
+class ThreadedReading(BackgroundReading):
     """Reads in a thread named ``edgekit-capture``. A live source keeps only its newest frame
     (with ``fresh``, a stale one is swapped for the next, see :meth:`_fresher`) and is reopened
     with backoff when it stops; a file goes through a FIFO of ``buffer`` frames; a realtime
@@ -29,19 +28,11 @@ class ThreadedReading(Reading):
         self._reconnect = reconnect
         self._fresh = fresh
         self._buffer: Channel[Frame] = Channel(buffer, keep_latest=spec.live)
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="edgekit-capture", daemon=True)
-            self._thread.start()
-
-    def get(self, timeout: float | None = None) -> Frame | None:
+    def _next(self, timeout: float | None) -> Frame | None:
         frame = self._buffer.get(timeout)
         if frame is not None and self.spec.live and self._fresh:
             frame = self._fresher(frame)
-        if frame is None and self._error is not None:
-            raise self._error
         return frame
 
     def _fresher(self, frame: Frame) -> Frame:
@@ -67,11 +58,7 @@ class ThreadedReading(Reading):
     def close(self) -> None:
         self._stop.set()
         self._buffer.close(discard=True)
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-        if self._thread is None or not self._thread.is_alive():
-            with self._reader_lock:
-                self._close_reader()
+        self._join_then_close_reader()
 
     # --- the capture thread ---------------------------------------------------------------
     def _run(self) -> None:

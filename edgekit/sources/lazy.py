@@ -8,13 +8,13 @@ import time
 
 from edgekit.sources.frames import Frame
 from edgekit.sources.readers import BadFrame, LazyReader
-from edgekit.sources.reading import Reading
+from edgekit.sources.reading import BackgroundReading
 from edgekit.sources.spec import SourceSpec
 
 __all__ = ["LazyReading"]
 
 
-class LazyReading(Reading):
+class LazyReading(BackgroundReading):
     """A live source whose reader grabs now and decodes later (a realtime MJPG file, a V4L2
     camera): frames the model never sees are never decoded. With ``fresh``, a grabbed frame over
     half a period old is passed over for the next one, decided before decoding."""
@@ -27,20 +27,8 @@ class LazyReading(Reading):
         self._grabbed = threading.Condition()
         self._pending: tuple[int, float, float] | None = None  # (index, capture_ts, timestamp), undecoded
         self._ended = False
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="edgekit-capture", daemon=True)
-            self._thread.start()
-
-    def get(self, timeout: float | None = None) -> Frame | None:
-        frame = self._take(timeout)
-        if frame is None and self._error is not None:
-            raise self._error
-        return frame
-
-    def _take(self, timeout: float | None) -> Frame | None:
+    def _next(self, timeout: float | None) -> Frame | None:
         """Decode the newest grabbed frame here, in the consumer's thread."""
         deadline = None if timeout is None else time.perf_counter() + timeout
         while True:
@@ -89,11 +77,7 @@ class LazyReading(Reading):
             self._ended = True
             self._pending = None
             self._grabbed.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-        if self._thread is None or not self._thread.is_alive():
-            with self._reader_lock:
-                self._close_reader()
+        self._join_then_close_reader()
 
     # --- the capture thread ---------------------------------------------------------------
     def _run(self) -> None:
@@ -107,7 +91,7 @@ class LazyReading(Reading):
                 self._grabbed.notify_all()
 
     def _grab_all(self) -> None:
-        """Take each frame as it comes, leave the newest undecoded for :meth:`_take`."""
+        """Take each frame as it comes, leave the newest undecoded for :meth:`_next`."""
         paced = self.spec.paced
         period, start = 1.0 / (self.fps or 30.0), time.perf_counter()
         while not self._stop.is_set():

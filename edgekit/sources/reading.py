@@ -2,8 +2,9 @@
 
 Each is its own small class, chosen once when reading starts: :class:`PulledReading` (here)
 reads a file in the thread that asks for a frame; :class:`~edgekit.sources.capture.ThreadedReading`
-and :class:`~edgekit.sources.lazy.LazyReading` read in a capture thread. They share the
-reader's lifetime, the frame numbers and the tallies behind :class:`SourceStats`.
+and :class:`~edgekit.sources.lazy.LazyReading` read in a capture thread (their common part is
+:class:`BackgroundReading`). They share the reader's lifetime, the frame numbers and the tallies
+behind :class:`SourceStats`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from edgekit.sources.frames import Frame, SourceStats
 from edgekit.sources.readers import BadFrame, Reader
 from edgekit.sources.spec import SourceSpec
 
-__all__ = ["Reading", "PulledReading"]
+__all__ = ["Reading", "PulledReading", "BackgroundReading"]
 
 log = logging.getLogger("edgekit.sources")
 
@@ -149,3 +150,39 @@ class PulledReading(Reading):
         with self._reader_lock:
             self._close_reader()
         self._ended = True
+
+
+class BackgroundReading(Reading):
+    """A reading whose reader is used in a capture thread named ``edgekit-capture`` (:meth:`_run`),
+    frames handed to the consumer by :meth:`_next`; the thread's error is raised from :meth:`get`."""
+
+    def __init__(self, spec: SourceSpec, reader: Reader) -> None:
+        super().__init__(spec, reader)
+        self._thread: threading.Thread | None = None
+
+    @abc.abstractmethod
+    def _run(self) -> None:
+        """The capture thread: read until the end or :meth:`close`, keeping an error in ``_error``."""
+
+    @abc.abstractmethod
+    def _next(self, timeout: float | None) -> Frame | None:
+        """The next frame for the consumer, None at the end or after ``timeout`` seconds."""
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="edgekit-capture", daemon=True)
+            self._thread.start()
+
+    def get(self, timeout: float | None = None) -> Frame | None:
+        frame = self._next(timeout)
+        if frame is None and self._error is not None:
+            raise self._error
+        return frame
+
+    def _join_then_close_reader(self) -> None:
+        """After the stop is signalled: wait for the thread, and close the reader unless it hangs in it."""
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        if self._thread is None or not self._thread.is_alive():
+            with self._reader_lock:
+                self._close_reader()
