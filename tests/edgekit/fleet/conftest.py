@@ -70,6 +70,27 @@ class Kit:
     def channel_url(self, name: str) -> str:
         return f"{self.base}/{name}/channel.json"
 
+    def cell_toml(self, device: str, video: Path, channel: str, broker_port: int, labels: Path, *,
+                  fleet: str = "", tail: str = "") -> str:
+        """An inspection.toml for a realtime cell that follows ``channel`` and reports to the broker
+        (``fleet``: more lines of its [fleet] table; ``tail``: tables after it)."""
+        return f"""
+device = "{device}"
+state_dir = "state"
+[source]
+path = "{video}"
+realtime = true
+[model]
+dir = "models"
+poll_seconds = 0.2
+labels = "{labels}"
+channel = "{self.channel_url(channel)}"
+public_key = "{self.public.text}"
+[fleet]
+broker = "127.0.0.1:{broker_port}"
+{fleet}
+{tail}"""
+
     def settings(self, name: str, **kw: Any) -> FleetSettings:
         kw.setdefault("poll_seconds", 0.3)
         kw.setdefault("health", HealthThresholds(window=20, baseline=20, max_errors=0))

@@ -46,25 +46,9 @@ def test_inspect_processes_follow_a_release_and_the_status_table_tells(
     for i in range(3):
         home = tmp_path / f"cell-{i}"
         home.mkdir()
-        (home / "inspection.toml").write_text(f"""
-device = "cell-{i}"
-state_dir = "state"
-[source]
-path = "{video}"
-realtime = true
-[model]
-dir = "models"
-poll_seconds = 0.2
-labels = "{shared_models / 'coco_labels.txt'}"
-channel = "{kit.channel_url('procs')}"
-public_key = "{kit.public.text}"
-[fleet]
-broker = "127.0.0.1:{broker.port}"
-poll_seconds = 3600
-[[rules]]
-label = "kite"
-min = 1
-""")
+        (home / "inspection.toml").write_text(kit.cell_toml(
+            f"cell-{i}", video, "procs", broker.port, shared_models / "coco_labels.txt", fleet="poll_seconds = 3600",
+            tail='[[rules]]\nlabel = "kite"\nmin = 1\n'))
         procs[f"cell-{i}"] = subprocess.Popen(
             [sys.executable, "-m", "edgekit", "inspect", "-c", str(home / "inspection.toml"), "-q"], cwd=home,
             env={**os.environ, "EDGEKIT_ISOLATE": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

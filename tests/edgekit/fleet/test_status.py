@@ -124,27 +124,9 @@ def test_an_inspection_cell_follows_a_channel(kit: Kit, broker: Broker, tmp_path
     write_release(ssd, 1, folder, kit.key, golden=tmp_path / "golden.npz")
     port = free_port()
     cfg = tmp_path / "inspection.toml"
-    cfg.write_text(f"""
-device = "cell-9"
-state_dir = "state"
-[source]
-path = "{video}"
-realtime = true
-[model]
-dir = "models"
-poll_seconds = 0.2
-labels = "{shared_models / 'coco_labels.txt'}"
-channel = "{kit.channel_url('cell')}"
-public_key = "{kit.public.text}"
-[fleet]
-broker = "127.0.0.1:{broker.port}"
-poll_seconds = 0.3
-health_window = 10
-[metrics]
-port = {port}
-[sinks.jsonl]
-directory = "events"
-""")
+    cfg.write_text(kit.cell_toml("cell-9", video, "cell", broker.port, shared_models / "coco_labels.txt",
+                                 fleet="poll_seconds = 0.3\nhealth_window = 10",
+                                 tail=f'[metrics]\nport = {port}\n[sinks.jsonl]\ndirectory = "events"\n'))
     seen: list[tuple[str, bytes]] = []
     listener = listen(broker, "edgekit/cell-9/fleet", seen)
     try:
