@@ -7,25 +7,15 @@ row alike; the scripts print medians. Import it after putting the repository roo
 
 from __future__ import annotations
 
-import platform
 import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
+from edgekit.runtimes.timing import cpu_name, interleaved_invoke_ms
+
 __all__ = ["cpu_name", "rotated", "timed_rounds", "invoke_ms"]
 
 T = TypeVar("T")
-
-
-def cpu_name() -> str:
-    """The CPU's model name (/proc/cpuinfo), else what the platform reports."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def rotated(items: Sequence[T], r: int) -> list[T]:
@@ -48,6 +38,4 @@ def timed_rounds(cases: Mapping[str, Callable[[], object]], rounds: int) -> dict
 def invoke_ms(paths: Sequence[Path], threads: int, rounds: int, per_round: int) -> list[list[float]]:
     """Milliseconds of each invoke of each model (XNNPACK, uniform noise in, 5 warm-up invokes), in
     interleaved rounds of `per_round` invokes whose order rotates; one list per model, round after round."""
-    from edgekit.runtimes.timing import interleaved_invoke_ms
-
     return interleaved_invoke_ms(paths, threads=threads, blocks=rounds, per_block=per_round, warmup=5)

@@ -14,8 +14,10 @@
 from __future__ import annotations
 
 import os
+import platform
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -24,13 +26,24 @@ from edgekit.runtimes.loader import load_model
 from edgekit.runtimes.model import Model
 from edgekit.runtimes.tensors import TensorSpec
 
-__all__ = ["BenchRow", "SLOW_FIRST_RATIO", "STATS", "bench_one", "interleaved_invoke_ms", "random_input",
+__all__ = ["BenchRow", "SLOW_FIRST_RATIO", "STATS", "bench_one", "cpu_name", "interleaved_invoke_ms", "random_input",
            "time_model"]
 
 # The first inference counts as "much slower" beyond this many p50s (the Edge TPU streams
 # its weights in; XNNPACK packs them).
 SLOW_FIRST_RATIO = 3.0
 STATS = ("min", "p50", "p90", "p99", "mean")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what the platform reports: to name beside every figure."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 @dataclass(frozen=True)
