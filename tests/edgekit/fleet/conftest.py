@@ -102,6 +102,21 @@ broker = "127.0.0.1:{broker_port}"
         self.server.server_close()
 
 
+def kite_line(shared_images: Path, folder: Path, size: tuple[int, int], fps: int, frames: int) -> Path:
+    """A line camera stand-in: ``folder/line.avi``, the kite photo of ``size`` (w, h) sliding a little
+    each frame, and ``folder/golden.npz``, its 300x300 RGB golden input for an SSD release."""
+    import cv2
+
+    img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), size)
+    video = folder / "line.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), fps, size)
+    for i in range(frames):
+        writer.write(np.roll(img, i % 10, axis=1))
+    writer.release()
+    np.savez(folder / "golden.npz", kites=cv2.cvtColor(cv2.resize(img, (300, 300)), cv2.COLOR_BGR2RGB))
+    return video
+
+
 def scrambled(data: bytes) -> bytes:
     """The model with its largest weight buffer replaced by noise: a release a training bug made."""
     from edgekit.runtimes.tflite_file import parse_tflite

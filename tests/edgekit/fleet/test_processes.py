@@ -11,13 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from edgekit.cli import main
 from edgekit.fleet.release import write_release
 from tests.conftest import shared_model
-from tests.edgekit.fleet.conftest import Broker, Kit, wait_until
+from tests.edgekit.fleet.conftest import Broker, Kit, kite_line, wait_until
 
 cv2 = pytest.importorskip("cv2")
 pytestmark = pytest.mark.slow
@@ -32,13 +31,7 @@ def fleet_status(broker: Broker, capsys: pytest.CaptureFixture[str]) -> dict[str
 def test_inspect_processes_follow_a_release_and_the_status_table_tells(
         kit: Kit, broker: Broker, tmp_path: Path, shared_models: Path, shared_images: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (320, 213))
-    video = tmp_path / "line.avi"
-    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 5, (320, 213))
-    for i in range(300):
-        writer.write(np.roll(img, i % 10, axis=1))
-    writer.release()
-    np.savez(tmp_path / "golden.npz", kites=cv2.cvtColor(cv2.resize(img, (300, 300)), cv2.COLOR_BGR2RGB))
+    video = kite_line(shared_images, tmp_path, (320, 213), 5, 300)
     ssd = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
     folder = kit.www / "procs"
     write_release(ssd, 1, folder, kit.key, golden=tmp_path / "golden.npz")

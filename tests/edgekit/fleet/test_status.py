@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from edgekit.cli import main
 from edgekit.fleet.release import write_release
 from edgekit.fleet.status import StatusPublisher
 from tests.conftest import shared_model
-from tests.edgekit.fleet.conftest import Broker, Device, Kit, free_port, wait_until
+from tests.edgekit.fleet.conftest import Broker, Device, Kit, free_port, kite_line, wait_until
 
 mqtt = pytest.importorskip("paho.mqtt.client")
 
@@ -112,13 +111,7 @@ def test_an_inspection_cell_follows_a_channel(kit: Kit, broker: Broker, tmp_path
                                               shared_images: Path) -> None:
     from edgekit.inspect import Cell, load_config
 
-    img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (640, 426))
-    video = tmp_path / "line.avi"
-    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (640, 426))
-    for i in range(100):
-        writer.write(np.roll(img, i % 10, axis=1))
-    writer.release()
-    np.savez(tmp_path / "golden.npz", kites=cv2.cvtColor(cv2.resize(img, (300, 300)), cv2.COLOR_BGR2RGB))
+    video = kite_line(shared_images, tmp_path, (640, 426), 10, 100)
     folder = kit.www / "cell"
     ssd = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
     write_release(ssd, 1, folder, kit.key, golden=tmp_path / "golden.npz")
