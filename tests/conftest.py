@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 import pytest
@@ -48,6 +48,21 @@ def shared_model(shared_models: Path, name: str) -> Path:
     if not p.exists():
         pytest.skip(f"{name} not in {shared_models}")
     return p
+
+
+def write_mjpg(path: Path, frames: Iterable[np.ndarray], fps: float) -> Path:
+    """An MJPG video at ``path`` of the BGR ``frames`` (all of one size), as a camera would record them."""
+    import cv2
+
+    writer = None
+    for frame in frames:
+        if writer is None:
+            writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (frame.shape[1], frame.shape[0]))
+        writer.write(frame)
+    if writer is None:
+        raise ValueError("write_mjpg needs at least one frame")
+    writer.release()
+    return path
 
 
 class FakeReader:

@@ -19,7 +19,7 @@ from edgekit.errors import InputError, ModelError
 from edgekit.preprocess import ResizeMode, load_image
 from edgekit.results import Detections
 from edgekit.tasks import Classifier, Detector, DetectorOptions
-from tests.conftest import shared_model
+from tests.conftest import shared_model, write_mjpg
 
 SSD = "ssd_mobilenet_v1_coco_quant.tflite"
 
@@ -138,11 +138,7 @@ def _frames(images: Path) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]]:
 def video(shared_images: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """60 frames at 15 fps: 30 of the kite beach, then 30 of Grace Hopper (MJPG .avi)."""
     kite, grace, _ = _frames(shared_images)
-    path = tmp_path_factory.mktemp("video") / "people.avi"
-    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 15, (FRAME_W, FRAME_H))
-    for i in range(60):
-        w.write(kite if i < 30 else grace)
-    w.release()
+    path = write_mjpg(tmp_path_factory.mktemp("video") / "people.avi", (kite if i < 30 else grace for i in range(60)), 15)
     return path
 
 
@@ -183,12 +179,7 @@ def test_cli_json_lines_on_a_video(ssd: Path, shared_models: Path, shared_images
 def long_video(shared_images: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """10 s at 15 fps: still playing when the signal comes."""
     kite, grace, _ = _frames(shared_images)
-    path = tmp_path_factory.mktemp("video") / "long.avi"
-    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 15, (FRAME_W, FRAME_H))
-    for i in range(150):
-        w.write(kite if i % 2 else grace)
-    w.release()
-    return path
+    return write_mjpg(tmp_path_factory.mktemp("video") / "long.avi", (kite if i % 2 else grace for i in range(150)), 15)
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])

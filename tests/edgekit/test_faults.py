@@ -33,7 +33,7 @@ import pytest
 
 from edgekit.errors import ConfigError, ModelError
 from edgekit.inspect.modelwatch import ModelWatcher, find_versions
-from tests.conftest import shared_model
+from tests.conftest import shared_model, write_mjpg
 
 ROOT = Path(__file__).resolve().parents[2]
 SSD = "ssd_mobilenet_v1_coco_quant.tflite"
@@ -52,11 +52,7 @@ def noisy_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     limit long before the JSON lines (about 80 bytes a frame) do."""
     path = tmp_path_factory.mktemp("video") / "noise.avi"
     rng = np.random.default_rng(7)
-    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 15, (W, H))
-    for _ in range(FRAMES):
-        w.write(rng.integers(0, 256, (H, W, 3), dtype=np.uint8))
-    w.release()
-    return path
+    return write_mjpg(path, (rng.integers(0, 256, (H, W, 3), dtype=np.uint8) for _ in range(FRAMES)), 15)
 
 
 def _file_size_limit(limit: int) -> Callable[[], None]:

@@ -17,7 +17,7 @@ from edgekit.preprocess import Transform
 from edgekit.results import Classes, FrameResult
 from edgekit.tasks import Detector
 from edgekit.sources import Frame, Reconnect, SourceKind, SourceSpec, VideoSource
-from tests.conftest import FakeReader, opener_of, shared_model
+from tests.conftest import FakeReader, opener_of, shared_model, write_mjpg
 
 
 class FakeEngine:
@@ -179,11 +179,7 @@ def test_detector_stream_with_a_callback_on_a_real_video(shared_models: Path, sh
     import cv2
 
     frame = cv2.resize(cv2.imread(str(shared_images / "grace_hopper.bmp")), (256, 300))
-    video = tmp_path / "g.avi"
-    w = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 15, (256, 300))
-    for _ in range(12):
-        w.write(frame)
-    w.release()
+    video = write_mjpg(tmp_path / "g.avi", [frame] * 12, 15)
     seen: list[FrameResult] = []
     model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
     with Detector.create_from_model_path(model, labels=shared_models / "coco_labels.txt") as det:
@@ -238,11 +234,7 @@ def test_throughput_and_latency_give_the_same_detections_on_every_frame(shared_m
     from edgekit.loop import Performance
 
     kite = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (480, 320))
-    video = tmp_path / "pan.avi"
-    w = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 30, (480, 320))
-    for i in range(24):
-        w.write(np.roll(kite, 7 * i, axis=1))
-    w.release()
+    video = write_mjpg(tmp_path / "pan.avi", (np.roll(kite, 7 * i, axis=1) for i in range(24)), 30)
     model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
     with Detector.create_from_model_path(model, labels=shared_models / "coco_labels.txt", threshold=0.3) as det:
         runs = {}
@@ -290,15 +282,9 @@ def test_an_unknown_performance_is_a_clear_error(shared_models: Path) -> None:
 def test_a_bgr_frame_reaches_the_model_and_the_caller_as_rgb(shared_models: Path, tmp_path: Path) -> None:
     """A frame that is red in the video is red (255, 0, 0) in the model's input and in result.frame,
     though the loop only swaps the channels of the resized image."""
-    import cv2
-
-    video = tmp_path / "red.avi"
-    w = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (320, 240))
     bgr = np.zeros((240, 320, 3), np.uint8)
     bgr[:, :, 2] = 255  # red in OpenCV's order
-    for _ in range(3):
-        w.write(bgr)
-    w.release()
+    video = write_mjpg(tmp_path / "red.avi", [bgr] * 3, 10)
     model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
     with Detector.create_from_model_path(model, warmup=0) as det:
         engine = det._engine

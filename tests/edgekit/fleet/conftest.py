@@ -23,7 +23,7 @@ from edgekit.fleet.settings import FleetSettings
 from edgekit.fleet.health import HealthThresholds
 from edgekit.inspect.modelwatch import ModelWatcher
 from edgekit.inspect.selftest import run_golden
-from tests.conftest import shared_model
+from tests.conftest import shared_model, write_mjpg
 
 pytest.importorskip("cryptography")
 
@@ -108,11 +108,7 @@ def kite_line(shared_images: Path, folder: Path, size: tuple[int, int], fps: int
     import cv2
 
     img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), size)
-    video = folder / "line.avi"
-    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), fps, size)
-    for i in range(frames):
-        writer.write(np.roll(img, i % 10, axis=1))
-    writer.release()
+    video = write_mjpg(folder / "line.avi", (np.roll(img, i % 10, axis=1) for i in range(frames)), fps)
     np.savez(folder / "golden.npz", kites=cv2.cvtColor(cv2.resize(img, (300, 300)), cv2.COLOR_BGR2RGB))
     return video
 

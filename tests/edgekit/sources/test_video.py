@@ -20,7 +20,7 @@ from edgekit.sources import (Channel, Frame, ReadMode, Reconnect, SourceKind, So
 from edgekit.sources.capture import ThreadedReading
 from edgekit.sources.lazy import LazyReading
 from edgekit.sources.reading import PulledReading
-from tests.conftest import FakeReader, opener_of
+from tests.conftest import FakeReader, opener_of, write_mjpg
 
 
 def drain(src: VideoSource, every: float = 0.0) -> list[int]:
@@ -34,11 +34,7 @@ def drain(src: VideoSource, every: float = 0.0) -> list[int]:
 
 def write_video(path: Path, frames: int, fps: float, size: tuple[int, int] = (64, 48),
                 value: Callable[[int], int] = lambda i: i) -> Path:
-    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, size)
-    for i in range(frames):
-        w.write(np.full((size[1], size[0], 3), value(i) % 256, dtype=np.uint8))
-    w.release()
-    return path
+    return write_mjpg(path, (np.full((size[1], size[0], 3), value(i) % 256, dtype=np.uint8) for i in range(frames)), fps)
 
 
 # --- what a source is -------------------------------------------------------------------
@@ -141,11 +137,8 @@ def test_a_file_yields_every_frame_in_order_even_to_a_slow_reader(tmp_path: Path
 
 
 def test_frames_are_rgb(tmp_path: Path) -> None:
-    path = tmp_path / "red.avi"
-    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (32, 32))
-    for _ in range(3):
-        w.write(np.dstack([np.zeros((32, 32)), np.zeros((32, 32)), np.full((32, 32), 255)]).astype(np.uint8))
-    w.release()  # pure red written in OpenCV's BGR order
+    red = np.dstack([np.zeros((32, 32)), np.zeros((32, 32)), np.full((32, 32), 255)]).astype(np.uint8)
+    path = write_mjpg(tmp_path / "red.avi", [red] * 3, 10)  # pure red written in OpenCV's BGR order
     with VideoSource(path) as src:
         r, g, b = src.get(timeout=5).image[16, 16]  # type: ignore[union-attr]
     assert r > 200 and g < 50 and b < 50
