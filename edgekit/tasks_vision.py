@@ -89,11 +89,7 @@ def _segmentation_layout(model: Model) -> SegmentationLayout:
     seg = (model.metadata or {}).get("segmentation")
     named = seg.get("layout") if isinstance(seg, dict) else None
     if named:
-        try:
-            return SegmentationLayout(str(named).lower())
-        except ValueError:
-            raise ModelError(f"the model's metadata has segmentation.layout {named!r}; edgekit reads "
-                             f"{', '.join(x.value for x in SegmentationLayout)}") from None
+        return SegmentationLayout.from_metadata(named, "segmentation.layout")
     out = model.outputs[0]
     layout = segmentation_layout(out.shape, out.dtype, out.quantized)
     if layout is None:

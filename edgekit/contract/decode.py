@@ -276,11 +276,7 @@ def make_decoder(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | No
         return Decoder(fmt, labs, threshold, max_detections=max_detections, ssd_order=ssd_order(outputs))
     if fmt is OutputFormat.YOLO:
         where = yolo_outputs(outputs, meta, len(labs) or None)
-        try:
-            box = BoxFormat(str(det.get("box_format", "cxcywh")).lower())
-        except ValueError:
-            raise ModelError(f"the model's metadata has detection.box_format {det.get('box_format')!r}; "
-                             f"edgekit reads {', '.join(b.value for b in BoxFormat)}") from None
+        box = BoxFormat.from_metadata(det.get("box_format", "cxcywh"), "detection.box_format")
         iou = iou_threshold if iou_threshold is not None else float(det.get("iou_threshold", DEFAULT_IOU))
         norm = det.get("normalized")
         return Decoder(fmt, labs, threshold, iou, max_detections, box_format=box,

@@ -10,7 +10,7 @@ import difflib
 import enum
 from typing import TypeVar
 
-from edgekit.errors import InputError
+from edgekit.errors import InputError, ModelError
 
 __all__ = ["Choice", "Task", "OutputFormat", "BoxFormat", "YoloLayout", "ResizeMode", "ColorOrder", "Layout",
            "Interpolation", "BoxMapping"]
@@ -41,6 +41,19 @@ class Choice(str, enum.Enum):
         if close:
             hint = f" Did you mean {next(n for n in names if _key(n) == _key(close[0]))!r}?"
         raise InputError(f"unknown {_words(cls.__name__)} {value!r}; choose one of {', '.join(names)}.{hint}")
+
+    @classmethod
+    def from_metadata(cls: type[C], value: object, key: str) -> C:
+        """The member a model's metadata names under ``key`` (forgiving as :meth:`parse`).
+
+        Raises:
+            ModelError: no member has that name (the metadata is the model's, not the user's input).
+        """
+        try:
+            return cls.parse(value if isinstance(value, cls) else str(value))
+        except InputError:
+            raise ModelError(f"the model's metadata has {key} {value!r}; edgekit reads "
+                             f"{', '.join(m.value for m in cls)}") from None
 
 
 def _key(text: str) -> str:

@@ -195,11 +195,7 @@ def read_outputs(outputs: Sequence[Any], metadata: Mapping[str, Any] | None = No
     shapes = [list(_shape(o)) for o in outputs]
     named = meta.get("output_format")
     if named:
-        try:
-            fmt = OutputFormat.parse(str(named))
-        except Exception:  # noqa: BLE001 - the parse error lists the formats; say it is the metadata's
-            raise ModelError(f"the model's metadata has output_format {named!r}; edgekit reads "
-                             f"{', '.join(f.value for f in OutputFormat)}") from None
+        fmt = OutputFormat.from_metadata(named, "output_format")
         return Reading(fmt, EXACT, f"metadata output_format {fmt.value!r}")
     wanted = task if task is not None else meta.get("task")
     if wanted is not None:

@@ -53,11 +53,7 @@ def recognize_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] 
     """
     named = (metadata or {}).get("output_format")
     if named:
-        try:
-            return OutputFormat(str(named).lower())
-        except ValueError:
-            raise ModelError(f"the model's metadata has output_format {named!r}; edgekit reads "
-                             f"{', '.join(f.value for f in OutputFormat)}") from None
+        return OutputFormat.from_metadata(named, "output_format")
     # Shapes, types (integers that are not quantized are ids, never YOLO scores) and sizes are
     # weighed in edgekit.contract.readings; a model that reads two ways is no format here.
     from edgekit.contract.readings import read_outputs

@@ -49,6 +49,20 @@ def test_one_spelling_parsed_from_any_case(enum: type, text: str, expected: obje
             enum.parse(text)
 
 
+@pytest.mark.parametrize("enum, value, key, expected", [
+    (OutputFormat, "SSD", "output_format", OutputFormat.SSD),
+    (OutputFormat, "yolo8", "output_format", "metadata has output_format 'yolo8'; edgekit reads classes, ssd, yolo"),
+    (ResizeMode, 3, "resize", "metadata has resize 3; edgekit reads stretch, letterbox"),
+])
+def test_a_choice_named_by_the_metadata(enum: type, value: object, key: str, expected: object) -> None:
+    """A name the model's metadata gives is parsed as forgivingly as the user's; a bad one is the model's fault."""
+    if isinstance(expected, enum):
+        assert enum.from_metadata(value, key) is expected
+    else:
+        with pytest.raises(ModelError, match=str(expected)):
+            enum.from_metadata(value, key)
+
+
 def test_converter_and_device_share_the_enums() -> None:
     from edgekit import preprocess
     from edgekit.converters import options
