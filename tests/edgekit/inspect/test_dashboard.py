@@ -490,7 +490,10 @@ def test_the_page_in_a_browser_shows_what_the_cell_sent_to_its_sinks(tmp_path: P
             passed = sum(p["verdict"] == "PASS" for p in parts)
             wait.until(lambda b: b.find_element(By.ID, "count-start-total").text == str(len(parts)))
             wait.until(lambda b: b.find_element(By.ID, "last-part").text == str(parts[-1]["part"]))
-            wait.until(lambda b: b.find_element(By.ID, "processed").text == str(len(belt_video.frames)))
+            # the file plays as a camera: under load the loop may skip a stale frame, so the page must show
+            # what the loop itself counted, and that is (nearly) every frame of the video
+            assert cell.summary is not None and cell.summary.processed >= len(belt_video.frames) - 5
+            wait.until(lambda b: b.find_element(By.ID, "processed").text == str(cell.summary.processed))
             shot = tmp_path / "dashboard.png"
             browser.save_screenshot(str(shot))
             print(f"dashboard screenshot: {shot}")
