@@ -59,6 +59,16 @@ class PartsScore:
         return self.counted - self.expected
 
     @property
+    def missed(self) -> int:
+        """True parts left without a verdict (with ``within``: none crossed at about their frame)."""
+        return sum(r.verdict is None for r in self.rows)
+
+    @property
+    def extra(self) -> int:
+        """Verdicts without a true part."""
+        return sum(r.truth is None for r in self.rows)
+
+    @property
     def right(self) -> int:
         """Parts whose PASS/FAIL matches the truth."""
         return sum(r.right for r in self.rows)
@@ -87,12 +97,50 @@ class PartsScore:
         return "\n".join(lines)
 
 
-def score_parts(verdicts: Sequence[PartVerdict], truth: Sequence[TruePart]) -> PartsScore:
-    """Pair the n-th verdict with the n-th true part to cross (both in crossing order)."""
-    n = max(len(verdicts), len(truth))
-    rows = tuple(PartRow(i + 1, verdicts[i] if i < len(verdicts) else None, truth[i] if i < len(truth) else None)
-                 for i in range(n))
+def score_parts(verdicts: Sequence[PartVerdict], truth: Sequence[TruePart], *,
+                within: int | None = None) -> PartsScore:
+    """Pair the n-th verdict with the n-th true part to cross (both in crossing order).
+
+    ``within``: pair instead by crossing frame, in order, a verdict and a true part at most that many
+    frames apart (fewest unpaired), so one missed or extra part does not shift every later pair.
+    """
+    if within is None:
+        n = max(len(verdicts), len(truth))
+        pairs = [(verdicts[i] if i < len(verdicts) else None, truth[i] if i < len(truth) else None)
+                 for i in range(n)]
+    else:
+        pairs = _align(verdicts, truth, within)
+    rows = tuple(PartRow(i + 1, v, t) for i, (v, t) in enumerate(pairs))
     return PartsScore(rows, len(verdicts), len(truth))
+
+
+def _align(verdicts: Sequence[PartVerdict], truth: Sequence[TruePart],
+           within: int) -> list[tuple[PartVerdict | None, TruePart | None]]:
+    """Order-keeping alignment (edit distance): an unpaired item costs ``within + 1``, a pair its frame gap."""
+    n, m, gap = len(verdicts), len(truth), within + 1
+    cost = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n + 1):
+        for j in range(m + 1):
+            if i == 0 or j == 0:
+                cost[i][j] = (i + j) * gap
+                continue
+            d = abs(verdicts[i - 1].crossed_frame - truth[j - 1].crossed_frame)
+            paired = cost[i - 1][j - 1] + d if d <= within else 1 << 30
+            cost[i][j] = min(paired, cost[i - 1][j] + gap, cost[i][j - 1] + gap)
+    out: list[tuple[PartVerdict | None, TruePart | None]] = []
+    i, j = n, m
+    while i or j:
+        d = abs(verdicts[i - 1].crossed_frame - truth[j - 1].crossed_frame) if i and j else within + 1
+        if i and j and d <= within and cost[i][j] == cost[i - 1][j - 1] + d:
+            out.append((verdicts[i - 1], truth[j - 1]))
+            i, j = i - 1, j - 1
+        elif i and cost[i][j] == cost[i - 1][j] + gap:
+            out.append((verdicts[i - 1], None))
+            i -= 1
+        else:
+            out.append((None, truth[j - 1]))
+            j -= 1
+    return out[::-1]
 
 
 def crossing_truth(frames: Sequence[Any], *, part_class: int, line_x: float,

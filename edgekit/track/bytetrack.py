@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -157,10 +157,11 @@ class _Track:
     """One track's mutable state (internal)."""
 
     __slots__ = ("mean", "cov", "score", "state", "activated", "key", "track_id", "frame", "start", "streak",
-                 "det", "need", "origin")
+                 "det", "need", "origin", "box")
 
-    def __init__(self, xyah: list[float], score: float, det: int) -> None:
+    def __init__(self, xyah: list[float], score: float, det: int, box: Sequence[float]) -> None:
         self.mean = xyah  # cx, cy, a, h (a detection) and their velocities (a track)
+        self.box = box  # x1, y1, x2, y2 of the detection, or of the track's current estimate
         self.cov: list[float] = []
         self.score, self.det = score, det
         self.state, self.activated = TrackState.NEW, False
@@ -225,13 +226,13 @@ class ByteTracker:
         low: list[_Track] = []
         for i, (box, score) in enumerate(zip(boxes, scores)):
             if score > o.high_threshold:
-                high.append(_Track(xyah_of(*box), score, i))
+                high.append(_Track(xyah_of(*box), score, i, box))
             elif o.low_threshold < score < o.high_threshold:
-                low.append(_Track(xyah_of(*box), score, i))
+                low.append(_Track(xyah_of(*box), score, i, box))
         for t in self._tracked + self._lost:
             t.det = -1
         unconfirmed = [t for t in self._tracked if not t.activated]
-        pool = _join([t for t in self._tracked if t.activated], self._lost)
+        pool = [t for t in self._tracked if t.activated] + self._lost  # two disjoint lists
         self._predict(pool)
         updated: list[_Track] = []  # matched while tracked, or new
         refound: list[_Track] = []  # matched while lost
@@ -239,13 +240,13 @@ class ByteTracker:
         removed: list[_Track] = []
 
         # First association: confirmed and lost tracks with the high-score boxes.
-        matches, rest_tracks, rest_high = linear_assignment(_fused_cost(pool, high), o.match_threshold)
+        matches, rest_tracks, rest_high = _assign(pool, high, o.match_threshold, fused=True)
         for ti, di in matches:
             (refound if self._take(pool[ti], high[di]) else updated).append(pool[ti])
         # Second: tracks still tracked last frame with the low-score boxes.
         remaining = [pool[i] for i in rest_tracks if pool[i].state is TrackState.TRACKED
                      or self._frame - pool[i].frame <= o.weak_refind_frames]
-        matches, rest_tracks, rest_low = linear_assignment(_iou_cost(remaining, low), 0.5)
+        matches, rest_tracks, rest_low = _assign(remaining, low, 0.5)
         for ti, di in matches:
             (refound if self._take(remaining[ti], low[di]) else updated).append(remaining[ti])
         for i in rest_tracks:
@@ -254,7 +255,7 @@ class ByteTracker:
                 lost_now.append(remaining[i])
         # Tentative tracks with the high-score boxes left over.
         high = [high[i] for i in rest_high]
-        matches, rest_unconfirmed, rest_high = linear_assignment(_fused_cost(unconfirmed, high), 0.7)
+        matches, rest_unconfirmed, rest_high = _assign(unconfirmed, high, 0.7, fused=True)
         for ti, di in matches:
             self._take(unconfirmed[ti], high[di])
             updated.append(unconfirmed[ti])
@@ -262,7 +263,7 @@ class ByteTracker:
         if o.weak_start_frames:  # tentative tracks may also go on with a low box left over
             low = [low[i] for i in rest_low]
             unconfirmed = [unconfirmed[i] for i in rest_unconfirmed]
-            matches, rest_unconfirmed, rest_low = linear_assignment(_iou_cost(unconfirmed, low), 0.5)
+            matches, rest_unconfirmed, rest_low = _assign(unconfirmed, low, 0.5)
             for ti, di in matches:
                 self._take(unconfirmed[ti], low[di])
                 updated.append(unconfirmed[ti])
@@ -305,10 +306,12 @@ class ByteTracker:
             if t.state is not TrackState.TRACKED:
                 t.mean[7] = 0.0  # a lost box keeps its place and size, not its growth
             KalmanXYAH.predict(t.mean, t.cov)
+            t.box = box_of(t.mean)
 
     def _take(self, track: _Track, det: _Track) -> bool:
         """Correct ``track`` with the box ``det`` (a match); True when the track was lost."""
         KalmanXYAH.update(track.mean, track.cov, det.mean)
+        track.box = box_of(track.mean)
         track.score, track.det, track.frame = det.score, det.det, self._frame
         if track.state is TrackState.TRACKED:
             track.streak += 1
@@ -336,13 +339,32 @@ class ByteTracker:
         return self._next_id - 1
 
 
+def _assign(tracks: list[_Track], dets: list[_Track], thresh: float,
+            fused: bool = False) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Match tracks to detections at least cost (:func:`_fused_cost` or :func:`_iou_cost`), refusing
+    pairs above ``thresh``: the matched (track, detection) pairs, the unmatched tracks and detections."""
+    n, m = len(tracks), len(dets)
+    if n == 0 or m == 0:  # most frames, for some of the steps
+        return [], list(range(n)), list(range(m))
+    cost = _fused_cost(tracks, dets) if fused else _iou_cost(tracks, dets)
+    fits = [[j for j, c in enumerate(row) if c <= thresh] for row in cost]
+    taken = [f[0] for f in fits if f]
+    if all(len(f) <= 1 for f in fits) and len(set(taken)) == len(taken):
+        # Each track fits one box at most and no box twice (objects apart, the usual frame): those pairs
+        # are the optimum (every other pair costs the same clipped amount), with no solver to set up.
+        used = set(taken)
+        return ([(i, f[0]) for i, f in enumerate(fits) if f], [i for i, f in enumerate(fits) if not f],
+                [j for j in range(m) if j not in used])
+    return linear_assignment(cost, thresh)
+
+
 def _iou_cost(tracks: list[_Track], dets: list[_Track]) -> list[list[float]] | np.ndarray:
     """1 - IoU of every track's box with every detection's box (rows: tracks)."""
     if not tracks:
         return np.zeros((0, len(dets)))  # keeps the column count for the assignment
     if not dets:
         return [[] for _ in tracks]
-    a, b = [box_of(t.mean) for t in tracks], [box_of(d.mean) for d in dets]
+    a, b = [t.box for t in tracks], [d.box for d in dets]
     if len(a) * len(b) > 256:  # many objects: numpy's vectorised IoU pays off
         return (1.0 - box_iou(np.array(a), np.array(b))).tolist()
     area_b = [(x2 - x1) * (y2 - y1) for x1, y1, x2, y2 in b]
@@ -360,24 +382,21 @@ def _iou_cost(tracks: list[_Track], dets: list[_Track]) -> list[list[float]] | n
 
 def _fused_cost(tracks: list[_Track], dets: list[_Track]) -> list[list[float]] | np.ndarray:
     """1 - IoU x detection score: a weak box must overlap better to win."""
-    if not tracks:
-        return np.zeros((0, len(dets)))
+    if not tracks or not dets:
+        return _iou_cost(tracks, dets)
     scores = [d.score for d in dets]
     return [[1.0 - (1.0 - c) * s for c, s in zip(row, scores)] for row in _iou_cost(tracks, dets)]
 
 
 def _join(a: list[_Track], b: list[_Track]) -> list[_Track]:
-    seen: set[int] = set()
-    out = []
-    for t in a + b:
-        if t.key not in seen:
-            seen.add(t.key)
-            out.append(t)
-    return out
+    """``a`` then the tracks of ``b`` not in it (a track is one object: its key says which)."""
+    return list({t.key: t for t in a + b}.values())
 
 
 def _drop_duplicates(tracked: list[_Track], lost: list[_Track]) -> tuple[list[_Track], list[_Track]]:
     """A lost track sitting on a tracked one (IoU > 0.85): keep whichever was followed longer."""
+    if not tracked or not lost:
+        return tracked, lost
     drop_a, drop_b = set(), set()
     for i, row in enumerate(_iou_cost(tracked, lost)):
         for j, cost in enumerate(row):

@@ -160,8 +160,11 @@ class CountingLine(_OncePerTrack):
 
     def update(self, track_ids: Any, boxes: Any) -> list[Crossing]:
         """The crossings this frame: tracks (ids >= 0, with their xyxy boxes) that crossed since last seen."""
-        ids = np.asarray(track_ids, dtype=np.int64).reshape(-1).tolist()
-        rows = np.asarray(boxes, dtype=np.float64).reshape(-1, 4).tolist()
+        if isinstance(track_ids, list) and isinstance(boxes, list):  # plain lists (PartInspector): no numpy
+            ids, rows = track_ids, boxes
+        else:
+            ids = np.asarray(track_ids, dtype=np.int64).reshape(-1).tolist()
+            rows = np.asarray(boxes, dtype=np.float64).reshape(-1, 4).tolist()
         self._tick(ids)
         (sx, sy), (dx, dy) = self.start.tolist(), self._d.tolist()
         length2 = dx * dx + dy * dy

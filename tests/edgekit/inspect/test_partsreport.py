@@ -76,3 +76,23 @@ def test_parts_section_for_the_demo_summary(tmp_path: Path):
     passed = sum(v.passed for v in verdicts)
     assert lines[0].startswith("## Parts") and f"PASS {passed}, FAIL {len(verdicts) - passed} parts." in text
     assert f"Parts counted: {len(verdicts)} of {len(verdicts)} (count error +0)" in text and "**wrong**" not in text
+
+
+def test_score_within_frames_pairs_by_crossing_frame():
+    """One missed part does not shift every later pair: verdicts are paired with the true part that crossed
+    at about the same frame."""
+    from edgekit.inspect.parts import Outcome, PartVerdict
+
+    def verdict(seq: int, frame: int, outcome: Outcome) -> PartVerdict:
+        return PartVerdict(seq, seq, "part", outcome, (), (), 0, 9, 10, 0.0, 1.0, frame, 1.0, 0.0, "line",
+                           (0, 0, 1, 1), 3, 0.9)
+
+    truth = [TruePart(0, (), 5), TruePart(1, ("dent",), 20), TruePart(2, (), 40), TruePart(3, ("dent",), 60)]
+    verdicts = [verdict(1, 6, Outcome.PASS), verdict(2, 41, Outcome.PASS), verdict(3, 61, Outcome.FAIL),
+                verdict(4, 90, Outcome.PASS)]
+    in_order = score_parts(verdicts, truth)
+    assert in_order.right == 1 and in_order.count_error == 0  # the miss and the extra cancel out in the count
+    aligned = score_parts(verdicts, truth, within=5)
+    assert [(r.verdict.sequence if r.verdict else None, r.truth.part_id if r.truth else None)
+            for r in aligned.rows] == [(1, 0), (None, 1), (2, 2), (3, 3), (4, None)]
+    assert aligned.right == 3 and aligned.count_error == 0 and (aligned.missed, aligned.extra) == (1, 1)
