@@ -162,12 +162,13 @@ def _top1(scores: np.ndarray) -> np.ndarray:
 
 def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
             output_format: OutputFormat | None, transforms: Sequence[Transform] | None = None,
-            pre: Preprocessing | None = None) -> Metrics:
+            pre: Preprocessing | None = None, roles: Sequence[str] | None = None) -> Metrics:
     """Agreement, accuracy and error metrics of `quant` against `ref` (the float model).
 
     For detectors: mAP@0.5 of the quantized model's detections (score >= PREDICTION_SCORE)
     against the float model's (score >= TRUTH_SCORE), both decoded by the device's decoder
     and mapped onto the images through `transforms` (one per sample; None: model-input pixels).
+    `roles`: which of two YOLO outputs is "boxes" and which "scores" (None: the shapes decide).
 
     Raises:
         ConversionError: the two models' outputs do not correspond.
@@ -178,7 +179,7 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
     n = len(ref.arrays[0]) if ref.arrays else 0
     per_output = tuple(_output_metrics(s.name, f, q) for s, f, q in zip(ref.specs, ref.arrays, quant.arrays))
     if output_format in (OutputFormat.SSD, OutputFormat.YOLO):
-        meta = {"output_format": output_format.value, "detection": detection_metadata(output_format, ref, pre)}
+        meta = {"output_format": output_format.value, "detection": detection_metadata(output_format, ref, pre, roles)}
         truth = detections(ref, meta, TRUTH_SCORE, transforms)
         found = detections(quant, meta, PREDICTION_SCORE, transforms)
         return Metrics(n, per_output, map50=map50(truth, found))
@@ -221,24 +222,28 @@ def _input_size(outputs: ModelOutputs) -> tuple[int, int]:
 
 
 def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None,
-                       pre: Preprocessing | None = None) -> dict[str, Any] | None:
+                       pre: Preprocessing | None = None, roles: Sequence[str] | None = None) -> dict[str, Any] | None:
     """The ``detection`` part of the edgekit metadata for a detector (the converter writes it; the
     gate decodes with it). YOLO boxes are judged normalized when 99% of their coordinates stay in 1.5;
     a model read as Ultralytics' (``pre.box_mapping``) gets its predict's conf, iou and max_det.
+    `roles` name a two-output head's outputs ("boxes"/"scores" in order; kept in the document):
+    with as many classes as box coordinates their shapes cannot tell them apart.
     """
     if fmt is OutputFormat.SSD:
         return {"box_format": "yxyx", "normalized": True}
     if fmt is OutputFormat.YOLO:
         doc: dict[str, Any] = {"box_format": "cxcywh", "iou_threshold": DEFAULT_IOU}
+        if roles is not None:
+            doc["outputs"] = list(roles)
         if reference is not None:  # boxes of a few input pixels or more are not in 0..1
-            boxes = yolo_boxes(reference)
+            boxes = yolo_boxes(reference, roles)
             # Judged on the rows the device would keep, as its decoder does: an Ultralytics TFLite
             # export's boxes are fractions, but its empty anchors carry boxes wider than the input.
-            confident = yolo_confidence(reference) >= TRUTH_SCORE
+            confident = yolo_confidence(reference, roles) >= TRUTH_SCORE
             if confident.shape == boxes.shape[:1] and confident.any():
                 boxes = boxes[confident]
             doc["normalized"] = bool(boxes.size and np.percentile(np.abs(boxes), 99) <= 1.5)
-            where = yolo_outputs(reference.specs)
+            where = yolo_outputs(reference.specs, _roles_doc(roles))
             if not where.split and where.layout is YoloLayout.V5:
                 doc["objectness"] = True  # so a head split after its boxes is read as YOLOv5 on the device
         if pre is not None and pre.box_mapping is BoxMapping.ULTRALYTICS:
@@ -247,10 +252,14 @@ def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None,
     return None
 
 
-def yolo_confidence(outputs: ModelOutputs) -> np.ndarray:
+def _roles_doc(roles: Sequence[str] | None) -> dict[str, Any] | None:
+    return None if roles is None else {"detection": {"outputs": list(roles)}}
+
+
+def yolo_confidence(outputs: ModelOutputs, roles: Sequence[str] | None = None) -> np.ndarray:
     """The best class score (with objectness, for YOLOv5 heads, its largest column) of each row of
     a YOLO model's outputs over all samples, shape (K,), in the order of :func:`yolo_boxes`."""
-    where = yolo_outputs(outputs.specs)
+    where = yolo_outputs(outputs.specs, _roles_doc(roles))
     if where.split:
         raw = outputs.arrays[where.scores]
         rows = raw if where.transposed else np.swapaxes(raw, -1, -2)
@@ -260,13 +269,14 @@ def yolo_confidence(outputs: ModelOutputs) -> np.ndarray:
     return rows[..., 4:].reshape(-1, rows.shape[-1] - 4).max(axis=-1)
 
 
-def yolo_boxes(outputs: ModelOutputs) -> np.ndarray:
-    """The raw box columns of a YOLO model's outputs over all samples, shape (K, 4).
+def yolo_boxes(outputs: ModelOutputs, roles: Sequence[str] | None = None) -> np.ndarray:
+    """The raw box columns of a YOLO model's outputs over all samples, shape (K, 4) (`roles`: as
+    in :func:`detection_metadata`).
 
     Raises:
         ModelError: the outputs are not a YOLO head.
     """
-    where = yolo_outputs(outputs.specs)
+    where = yolo_outputs(outputs.specs, _roles_doc(roles))
     raw = outputs.arrays[where.boxes]
     if where.split:
         rows = raw if where.transposed else np.swapaxes(raw, -1, -2)

@@ -42,7 +42,7 @@ from edgekit.converters.onnx_source import OnnxSource
 from edgekit.converters.reference import head_finding, merged, reference_outputs, split_roles, truth_map50
 from edgekit.converters.result import ConversionResult, failed_gate_path
 from edgekit.converters.source import SourceModel, load_source
-from edgekit.converters.tflite_source import model_input_shape, to_model_layout
+from edgekit.converters.tflite_source import FloatTFLiteSource, model_input_shape, to_model_layout
 from edgekit.errors import ConversionError, InputError, ModelError
 
 __all__ = ["convert", "read_labels", "Session", "Prepared", "Measured"]
@@ -168,8 +168,10 @@ class Session:
                 else reference_outputs(self.src.reference, data.validation.x)
             if self.src.head_split is not None:
                 roles = split_roles(self.src, float_path, data.validation.x[:1])
+            elif isinstance(self.src, FloatTFLiteSource):
+                roles = self.src.output_roles  # a head split before: the file names its outputs
             if fmt in (OutputFormat.YOLO, OutputFormat.SSD):
-                truth_map = truth_map50(reference, fmt, reference, data.validation)
+                truth_map = truth_map50(reference, fmt, reference, data.validation, self._stated(roles))
             if fmt is OutputFormat.YOLO and (finding := head_finding(reference, self.src, o.split_head,
                                                                      data.validation, fmt)):
                 audit = dataclasses.replace(audit, findings=(*audit.findings, AuditFinding("shared-scale", finding)))
@@ -180,6 +182,11 @@ class Session:
                                          chance_warning(reference, data.validation.y, classes)) if w]
         return Prepared(pre, data, labels, audit, float_bytes, fmt, task_of(fmt, o.task), reference, float_path,
                         warnings, roles, truth_map)
+
+    def _stated(self, roles: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """The roles to decode the reference and candidates with: a head split here is merged back
+        into one output first (None), one split before is decoded as its two outputs."""
+        return roles if self.src.head_split is None else None
 
     def _write(self, name: str, data: bytes) -> Path:
         path = self.tmp / name
@@ -215,10 +222,11 @@ class Session:
                     else predict(path, val.x, f"{mode.value} model")
                 if p.roles is not None and self.src.head_split is not None:
                     quant = merged(quant, p.roles, self.src.head_split.axis, p.reference)
-                metrics = compare(p.reference, quant, val.y, p.output_format, val.transforms, p.pre)
+                stated = self._stated(p.roles)
+                metrics = compare(p.reference, quant, val.y, p.output_format, val.transforms, p.pre, stated)
                 if p.float_map50_truth is not None and p.output_format is not None:
-                    metrics = dataclasses.replace(metrics, float_map50_truth=p.float_map50_truth,
-                                                  map50_truth=truth_map50(quant, p.output_format, p.reference, val))
+                    truth = truth_map50(quant, p.output_format, p.reference, val, stated)
+                    metrics = dataclasses.replace(metrics, float_map50_truth=p.float_map50_truth, map50_truth=truth)
             float_ms, latency = measure_latency([p.float_path, path], p.first_input(model_input_shape(self.src)))
         except ModelError as exc:
             raise ConversionError(f"the {mode.value} model was converted but the interpreter cannot run it "
@@ -290,7 +298,8 @@ class Session:
             "labels": list(p.labels) if p.labels else None,
             "preprocessing": p.pre.to_metadata() if p.pre else None,
             "output_format": p.output_format.value if p.output_format else None,
-            "detection": _with_roles(detection_metadata(p.output_format, p.reference, p.pre), p.roles),
+            "detection": _with_roles(detection_metadata(p.output_format, p.reference, p.pre, self._stated(p.roles)),
+                                     p.roles),
             "quantization": _drop_none({
                 "mode": self.opts.mode.value, "engine": self.engine.name, "engine_version": self.engine.version,
                 "calibration_samples": len(p.data.calibration) if p.data.calibration else None,

@@ -100,13 +100,15 @@ def head_finding(reference: ModelOutputs, src: SourceModel, split_requested: boo
 TRUTH_SCORE_FLOOR = 0.01  # detections down to this score are ranked against labelled objects (AP needs the tail)
 
 
-def truth_map50(outputs: ModelOutputs, fmt: OutputFormat, reference: ModelOutputs, samples: Samples) -> float | None:
+def truth_map50(outputs: ModelOutputs, fmt: OutputFormat, reference: ModelOutputs, samples: Samples,
+                roles: Sequence[str] | None = None) -> float | None:
     """mAP@0.5 of a detector's outputs against the labelled objects of `samples` (None: no truth),
-    decoded as the device decodes them and mapped onto each image through its transform."""
+    decoded as the device decodes them (`roles`: a two-output head's, as the file states them) and
+    mapped onto each image through its transform."""
     from edgekit.contract import map50
     from edgekit.converters.evaluate import detection_metadata, detections
 
     if samples.truth is None:
         return None
-    meta = {"output_format": fmt.value, "detection": detection_metadata(fmt, reference)}
+    meta = {"output_format": fmt.value, "detection": detection_metadata(fmt, reference, roles=roles)}
     return map50(samples.truth, detections(outputs, meta, TRUTH_SCORE_FLOOR, samples.transforms))

@@ -43,6 +43,9 @@ class FloatTFLiteSource(SourceModel):
     float_model: bytes = b""
     layout: Layout = Layout.NHWC
     model_shape: tuple[int, ...] = ()
+    # a head already split into two outputs ("boxes"/"scores" in output order), as the file's edgekit
+    # metadata states: with C == 4 classes both are [1, 4, N] and only these roles tell them apart
+    output_roles: tuple[str, ...] | None = None
 
     def close(self) -> None:
         """Release the reference interpreter and remove the temporary folder. Safe to call twice."""
@@ -135,7 +138,8 @@ def load_float_tflite(path: Path, input_size: tuple[int, int] | None = None,
     model = _with_signature(data, parsed)
     src = FloatTFLiteSource(name=path.name, sha256=hashlib.sha256(data).hexdigest(), input_shape=view,
                             input_dtype="float32", model_name=path.stem, float_model=model, layout=layout,
-                            model_shape=shape, labels=labels, preprocessing_hint=hint)
+                            model_shape=shape, labels=labels, preprocessing_hint=hint,
+                            output_roles=stated_roles(data, parsed, len(sg.outputs)))
     split = split_tflite_head(model, parse_tflite(model, label=label)) if split_head else None
     if split is not None:
         src._tmp = tempfile.TemporaryDirectory(prefix="edgekit-tflite-")
@@ -182,6 +186,22 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
     hint = PreprocessingHint((0.0,), (255.0,), "letterbox", "Ultralytics export metadata (RGB / 255, letterbox)",
                              "linear", "ultralytics")
     return (tuple(labels) if labels else None), hint
+
+
+def stated_roles(data: bytes, parsed: TFLiteFile, outputs: int) -> tuple[str, ...] | None:
+    """The ``detection.outputs`` roles of the file's edgekit metadata ("boxes"/"scores" in output
+    order) when it has two outputs, else None (the shapes decide, as on the device)."""
+    from edgekit.runtimes.metadata import read_metadata
+
+    try:
+        doc = read_metadata(data, parsed) or {}
+    except ModelError:
+        return None
+    det = doc.get("detection") if isinstance(doc.get("detection"), dict) else {}
+    roles = det.get("outputs")
+    if outputs != 2 or not isinstance(roles, list) or sorted(map(str, roles)) != ["boxes", "scores"]:
+        return None
+    return tuple(map(str, roles))
 
 
 def _ultralytics_metadata(data: bytes) -> dict[str, Any] | None:
