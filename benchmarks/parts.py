@@ -1,7 +1,7 @@
 """Per-part inspection: what tracking costs, whether parts are counted and judged right, how fast a
 reject reaches the PLC.
 
-    python benchmarks/parts.py [--demo edgekit-demo] [--rounds 11] [--repeat 5] [--seeds 11-15]
+    python benchmarks/parts.py [--demo edgekit-demo] [--rounds 31] [--repeat 2] [--seeds 11-15]
                                [--only cost|demo|belts|modbus]
 
 (1) Tracking cost: ByteTracker.update and PartInspector.update per frame on generated boxes
@@ -285,8 +285,8 @@ def modbus_latency(port: int, n: int = 200) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demo", type=Path, default=Path("edgekit-demo"), help="the folder `edgekit demo` wrote")
-    ap.add_argument("--rounds", type=int, default=11, help="interleaved on/off rounds in (2)")
-    ap.add_argument("--repeat", type=int, default=5, help="the demo video this many times over per run in (2)")
+    ap.add_argument("--rounds", type=int, default=31, help="interleaved on/off rounds in (2)")
+    ap.add_argument("--repeat", type=int, default=2, help="the demo video this many times over per run in (2)")
     ap.add_argument("--frames", type=int, default=200, help="frames of each generated belt video in (3)")
     ap.add_argument("--seeds", default="11-15", help="belt seeds in (3): 11-15 or 1,2,3 (1-10 were used "
                                                      "while tuning the tracker's belt settings)")
