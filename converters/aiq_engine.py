@@ -21,6 +21,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from edgekit.converters._native import INSTALL_HINT
+from edgekit.converters.aiq_ranges import min_max_calibrate, share_ranges
 from edgekit.converters.convert import LayerError, QuantizerEngine, Representative
 from edgekit.converters.options import ConvertOptions, Mode
 from edgekit.errors import ConversionError, InputError
@@ -226,10 +227,8 @@ class _Session:
             raise InputError(f"mode {self.mode.value!r} calibrates activation ranges on real inputs: pass "
                              "--calibration (an image folder, .npy or .npz)")
         data = {self.signature: list(self._feed(representative))}
-        try:
-            with warnings.catch_warnings():  # its calibration interpreter keeps every tensor, on purpose
-                warnings.simplefilter("ignore", UserWarning)
-                return dict(q.calibrate(data, num_threads=self.threads))
+        try:  # min/max over all samples and shared ranges, as TFLiteConverter calibrates (see aiq_ranges)
+            return share_ranges(self.parsed, min_max_calibrate(q, self.float_bytes, data, self.threads))
         except Exception as exc:  # noqa: BLE001 - the quantizer raises ValueError, RuntimeError, KeyError...
             raise _failed("calibration", exc) from None
 
