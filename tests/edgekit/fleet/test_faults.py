@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -27,10 +28,15 @@ def one_device(kit: Kit, tmp_path: Path, channel: str, url: str | None = None) -
     """A device that syncs only when the test says so (its own polls are an hour apart)."""
     settings = kit.settings(channel, poll_seconds=3600.0)
     if url is not None:
-        from dataclasses import replace
-
         settings = replace(settings, channel=url)
     return Device(f"{channel}-dev", tmp_path / "dev", settings, kit.images).start()
+
+
+def device_on_version_1(kit: Kit, tmp_path: Path, channel: str) -> tuple[Path, Device]:
+    """The channel's folder, with version 1 released, and a device (see :func:`one_device`) serving it."""
+    folder = kit.www / channel
+    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
+    return folder, one_device(kit, tmp_path, channel)
 
 
 def refused(d: Device, text: str) -> dict:
@@ -38,9 +44,7 @@ def refused(d: Device, text: str) -> dict:
 
 
 def test_a_tampered_model_is_deleted_and_reported_and_the_old_one_serves(kit: Kit, tmp_path: Path) -> None:
-    folder = kit.www / "tamper"
-    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
-    d = one_device(kit, tmp_path, "tamper")
+    folder, d = device_on_version_1(kit, tmp_path, "tamper")
     try:
         write_release(kit.model, 2, folder, kit.key, golden=kit.golden)
         model = folder / "versions" / "2" / "model.tflite"
@@ -65,9 +69,7 @@ def test_a_tampered_model_is_deleted_and_reported_and_the_old_one_serves(kit: Ki
 
 @pytest.mark.parametrize("forge", ["other_key", "edited_channel"])
 def test_a_channel_with_a_wrong_signature_is_refused(kit: Kit, tmp_path: Path, forge: str) -> None:
-    folder = kit.www / f"sig-{forge}"
-    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
-    d = one_device(kit, tmp_path, f"sig-{forge}")
+    folder, d = device_on_version_1(kit, tmp_path, f"sig-{forge}")
     try:
         if forge == "other_key":  # a release signed by a key this device does not trust
             generate_key(tmp_path / "other.key")
@@ -85,9 +87,7 @@ def test_a_channel_with_a_wrong_signature_is_refused(kit: Kit, tmp_path: Path, f
 
 
 def test_a_truncated_download_is_resumed_where_it_broke_off(kit: Kit, tmp_path: Path) -> None:
-    folder = kit.www / "trunc"
-    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
-    d = one_device(kit, tmp_path, "trunc")
+    folder, d = device_on_version_1(kit, tmp_path, "trunc")
     try:
         write_release(kit.model, 2, folder, kit.key, golden=kit.golden)
         size = (folder / "versions" / "2" / "model.tflite").stat().st_size
@@ -213,9 +213,7 @@ def test_a_device_killed_mid_download_comes_back_on_a_consistent_version(kit: Ki
 
 
 def test_a_device_that_died_during_a_trial_comes_back_on_the_previous_version(kit: Kit, tmp_path: Path) -> None:
-    folder = kit.www / "trialcrash"
-    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
-    d = one_device(kit, tmp_path, "trialcrash")
+    folder, d = device_on_version_1(kit, tmp_path, "trialcrash")
     write_release(kit.model, 2, folder, kit.key, golden=kit.golden)
     assert d.follower.sync() is Outcome.INSTALLED
     wait_until(lambda: d.serving == 2 and d.follower.phase.value == "trial", what="version 2 on trial")
@@ -259,9 +257,7 @@ def test_unsigned_local_trust_is_for_file_urls_only(kit: Kit, tmp_path: Path) ->
 
 
 def test_a_version_folder_placed_by_hand_is_never_loaded_while_following(kit: Kit, tmp_path: Path) -> None:
-    folder = kit.www / "byhand"
-    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
-    d = one_device(kit, tmp_path, "byhand")
+    folder, d = device_on_version_1(kit, tmp_path, "byhand")
     refusals: list[dict] = []
     assert d.watcher is not None
     d.watcher._on_event = lambda kind, payload: (refusals.append(payload) if kind.value == "model_refused" else None,
@@ -281,9 +277,7 @@ def test_a_version_folder_placed_by_hand_is_never_loaded_while_following(kit: Ki
 
 def test_a_device_that_died_in_the_self_test_never_loads_that_version_again(kit: Kit, tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = kit.www / "stcrash"
-    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
-    d = one_device(kit, tmp_path, "stcrash")
+    folder, d = device_on_version_1(kit, tmp_path, "stcrash")
     write_release(kit.model, 2, folder, kit.key, golden=kit.golden)
 
     def dies(folder: Path) -> None:  # the interpreter takes the process down while loading version 2
@@ -306,11 +300,7 @@ def test_a_device_that_died_in_the_self_test_never_loads_that_version_again(kit:
 
 @pytest.mark.parametrize("case", ["server_sends_more", "device_cap"])
 def test_downloads_are_capped_by_the_signed_manifest_and_the_device(kit: Kit, tmp_path: Path, case: str) -> None:
-    from dataclasses import replace
-
-    folder = kit.www / f"cap-{case}"
-    write_release(kit.model, 1, folder, kit.key, golden=kit.golden)
-    d = one_device(kit, tmp_path, f"cap-{case}")
+    folder, d = device_on_version_1(kit, tmp_path, f"cap-{case}")
     try:
         write_release(kit.model, 2, folder, kit.key, golden=kit.golden)
         model = folder / "versions" / "2" / "model.tflite"
