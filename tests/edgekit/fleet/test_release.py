@@ -13,7 +13,7 @@ import pytest
 from edgekit.cli import main
 from edgekit.errors import ConfigError, InputError
 from edgekit.fleet.health import Health, HealthThresholds, HealthTracker
-from edgekit.fleet.keys import SignatureError, generate_key, load_signing_key, parse_public_key
+from edgekit.fleet.keys import SignatureError, load_signing_key, parse_public_key
 from edgekit.fleet.manifest import Channel, ManifestError, ReleaseManifest, canonical_json, selected
 from edgekit.fleet.release import parse_fraction, set_rollout, write_release
 from tests.edgekit.fleet.conftest import Kit
