@@ -26,6 +26,7 @@ from edgekit.converters.source import load_source
 from edgekit.errors import InputError
 from edgekit.runtimes import inspect_model
 from tests import _tiny_models as tiny
+from tests.converters._litert import run_tflite
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,30 +61,6 @@ def data(work: Path) -> dict[str, Path]:
     return out
 
 
-def _run_tflite(path: Path, images: np.ndarray) -> np.ndarray:
-    """The .tflite straight in ai_edge_litert: quantize, invoke, dequantize (independent of edgekit)."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    interp = Interpreter(model_path=str(path))
-    interp.allocate_tensors()
-    i, o = interp.get_input_details()[0], interp.get_output_details()[0]
-    outs = []
-    for img in images.astype(np.float32):
-        s, z = i["quantization"]
-        x = img[None] if not s else np.clip(np.round(img[None] / s) + z, *_limits(i["dtype"])).astype(i["dtype"])
-        interp.set_tensor(i["index"], x)
-        interp.invoke()
-        q = interp.get_tensor(o["index"])
-        s, z = o["quantization"]
-        outs.append(q.astype(np.float32)[0] if not s else s * (q.astype(np.int32)[0] - z))
-    return np.stack(outs)
-
-
-def _limits(dtype: Any) -> tuple[int, int]:
-    info = np.iinfo(dtype)
-    return info.min, info.max
-
-
 MODES = [  # mode, input dtype, how it is checked against the Keras float model, bound, size at most x float32
     ("float32", "float32", "cosine", 0.9999, 1.05),
     ("float16", "float32", "cosine", 0.99, 0.65),
@@ -109,7 +86,7 @@ def test_every_mode_matches_the_float_model(trained: tuple[Any, Path], data: dic
     assert info.metadata is not None and info.metadata["quantization"]["mode"] == mode
     xv, yv = np.load(data["val"])["x"], np.load(data["val"])["y"]
     keras_out = model.predict(xv.astype(np.float32), verbose=0)
-    lite_out = _run_tflite(out, xv)
+    lite_out = run_tflite(out, xv)
     agreement = float(np.mean(keras_out.argmax(1) == lite_out.argmax(1)))
     cosine = np.sum(keras_out * lite_out, 1) / (np.linalg.norm(keras_out, axis=1) * np.linalg.norm(lite_out, axis=1))
     if check == "cosine":

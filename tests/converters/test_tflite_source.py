@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests import _tiny_models as tiny
+from tests.converters._litert import run_tflite
 
 pytestmark = pytest.mark.needs_tf
 
@@ -66,27 +67,6 @@ def data(work: Path) -> dict[str, Path]:
     return out
 
 
-def _run(path: Path, x: np.ndarray) -> np.ndarray:
-    """The .tflite straight in ai_edge_litert: quantize the input, invoke, dequantize the output."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    interp = Interpreter(model_path=str(path))
-    interp.allocate_tensors()
-    i, o = interp.get_input_details()[0], interp.get_output_details()[0]
-    outs = []
-    for sample in x.astype(np.float32):
-        s, z = i["quantization"]
-        if s:
-            info = np.iinfo(i["dtype"])
-            sample = np.clip(np.round(sample / s) + z, info.min, info.max)
-        interp.set_tensor(i["index"], sample[None].astype(i["dtype"]))
-        interp.invoke()
-        q = interp.get_tensor(o["index"])[0]
-        s, z = o["quantization"]
-        outs.append(q.astype(np.float32) if not s else s * (q.astype(np.int32) - z))
-    return np.stack(outs)
-
-
 def _convert(model: Path, out: Path, cal: Any, **kw: Any) -> Any:
     from edgekit.converters import PreprocessingOverrides, convert
 
@@ -113,7 +93,7 @@ def test_float_tflite_in_every_mode_matches_the_float_tflite(models: dict[str, P
     r.raise_for_status()
     assert r.engine.startswith("ai-edge-quantizer") and r.metadata["quantization"]["engine"] == "ai-edge-quantizer"
     x, y = np.load(data["val"])["x"], np.load(data["val"])["y"]
-    ref, got = _run(models["nhwc"], x), _run(out, x)
+    ref, got = run_tflite(models["nhwc"], x), run_tflite(out, x)
     assert np.mean(ref.argmax(1) == got.argmax(1)) >= agreement
     assert np.mean(ref.argmax(1) == y) > 0.9  # the float .tflite itself is right: agreement means something
     assert r.metrics.accuracy is not None and abs(r.metrics.accuracy - np.mean(got.argmax(1) == y)) < 1e-9
@@ -132,7 +112,7 @@ def test_nchw_float_tflite_is_fed_channel_first(models: dict[str, Path], data: d
 
     assert tuple(inspect_model(out).inputs[0].shape) == (1, 3, SIZE, SIZE)
     x = np.load(data["val"])["x"].transpose(0, 3, 1, 2)
-    ref, got = _run(models["nchw"], x), _run(out, x)
+    ref, got = run_tflite(models["nchw"], x), run_tflite(out, x)
     assert np.mean(ref.argmax(1) == got.argmax(1)) >= 0.95
     assert r.metrics.top1_agreement is not None and r.metrics.top1_agreement >= 0.95
 
@@ -141,8 +121,8 @@ def test_real_images_calibrate_and_validate(models: dict[str, Path], shared_imag
     out = work / "photos_int8.tflite"
     r = _convert(models["nchw"], out, shared_images, validation=shared_images, mode="int8-float-io")
     assert r.metrics.samples == len(list(shared_images.iterdir()))
-    rows = _run(out, _photos(shared_images))
-    ref = _run(models["nchw"], _photos(shared_images))
+    rows = run_tflite(out, _photos(shared_images))
+    ref = run_tflite(models["nchw"], _photos(shared_images))
     assert np.abs(rows - ref).max() < 0.1  # softmax scores of real photos within a few int8 steps
 
 
@@ -282,7 +262,7 @@ def test_large_weights_come_back_self_contained(work: Path, data: dict[str, Path
     assert all(b.start + b.size <= len(out.read_bytes()) for b in parsed.buffers)
     assert inspect_model(out).metadata["quantization"]["mode"] == "int8"
     x = np.load(data["val"])["x"][:40]
-    assert np.mean(_run(wide, x).argmax(1) == _run(out, x).argmax(1)) >= 0.9
+    assert np.mean(run_tflite(wide, x).argmax(1) == run_tflite(out, x).argmax(1)) >= 0.9
 
 
 def test_a_recipe_on_a_keras_model_goes_through_the_quantizer(models: dict[str, Path], data: dict[str, Path],
