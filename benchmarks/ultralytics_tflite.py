@@ -30,7 +30,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests._yolo_models writes the data set
 
 from benchmarks._common import cpu_name, invoke_ms  # noqa: E402
 from edgekit import Detector, load_image  # noqa: E402
@@ -60,19 +60,11 @@ print(json.dumps({"val_map50": float(val), "tflite": str(tflite), "predict": pre
 
 def write_dataset(root: Path) -> None:
     """The demo's scenes as an Ultralytics data set: images/ + labels/ (class cx cy w h, normalized)."""
-    from PIL import Image
-
     from edgekit.demo.dataset import CLASS_NAMES, generate
+    from tests._yolo_models import write_yolo_split
 
     for split, n, seed in (("train", 600, 0), ("val", 100, 1), ("cal", 100, 2)):
-        (root / split / "images").mkdir(parents=True, exist_ok=True)
-        (root / split / "labels").mkdir(parents=True, exist_ok=True)
-        for i, s in enumerate(generate(n, seed=seed, size=160)):
-            Image.fromarray(s.image).save(root / split / "images" / f"{i:04d}.png")
-            h, w = s.image.shape[:2]
-            rows = [f"{int(c)} {(a + b) / 2 / w:.6f} {(y + z) / 2 / h:.6f} {(b - a) / w:.6f} {(z - y) / h:.6f}"
-                    for (a, y, b, z), c in zip(s.boxes, s.class_ids)]
-            (root / split / "labels" / f"{i:04d}.txt").write_text("".join(r + "\n" for r in rows))
+        write_yolo_split(generate(n, seed=seed, size=160), root / split)
     names = "".join(f"  {k}: {v}\n" for k, v in enumerate(CLASS_NAMES))
     (root / "data.yaml").write_text(f"path: {root}\ntrain: train/images\nval: val/images\nnames:\n{names}")
 
