@@ -295,9 +295,6 @@ class OnnxReference:
         except Exception as exc:  # noqa: BLE001
             raise ConversionError(f"onnxruntime failed to run the ONNX model: {_first_line(exc)}") from None
 
-    def output_names(self) -> list[str]:
-        return [o.name for o in self._session.get_outputs()]
-
 
 def sample_images(x: np.ndarray | None, mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
     """20 images (20, 128, 128, 3) in 0..1 for onnx2tf's own checks, from model inputs (N, H, W, 3)
