@@ -116,8 +116,8 @@ def run_demo(options: DemoOptions) -> DemoResult:
     """
     from edgekit.demo import (TrainConfig, evaluate, evaluate_outputs, export_saved, load_split, make_splits,
                               make_video, train)
-    from edgekit.demo.steps import (bench_models, convert_models, cpu_name, detect_video, inspect_video,
-                                    write_inspection_config)
+    from edgekit.demo.steps import bench_models, convert_models, detect_video, inspect_video, write_inspection_config
+    from edgekit.runtimes.timing import cpu_name
     from edgekit.runtimes import load_model
 
     out = Path(options.out)

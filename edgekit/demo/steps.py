@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -20,22 +19,11 @@ if TYPE_CHECKING:
     from edgekit.inspect.parts import PartVerdict
     from edgekit.loop import LoopSummary
 
-__all__ = ["Conversions", "DetectRun", "InspectRun", "bench_models", "convert_models", "cpu_name", "detect_video",
+__all__ = ["Conversions", "DetectRun", "InspectRun", "bench_models", "convert_models", "detect_video",
            "inspect_video", "write_inspection_config"]
 
 DEFECTS = ("scratch", "dent", "missing_hole")
 THRESHOLD = 0.4  # the detector's and the rules' score threshold on the belt video
-
-
-def cpu_name() -> str:
-    """The CPU's model name (for every figure the demo prints), or the machine type."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 @dataclass(frozen=True)
