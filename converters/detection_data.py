@@ -31,6 +31,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from edgekit.contract.decode import to_xyxy
+from edgekit.contract.enums import BoxFormat
 from edgekit.converters.images import IMAGE_SUFFIXES
 from edgekit.errors import InputError
 
@@ -246,8 +248,7 @@ def _read_yolo_labels(files: list[Path], names: tuple[str, ...] | None, origin: 
             if size is None:
                 raise InputError(f"cannot read image {str(image)!r} of {origin}")
             h, w = size.shape[:2]
-            cx, cy, bw, bh = rows[:, 1] * w, rows[:, 2] * h, rows[:, 3] * w, rows[:, 4] * h
-            boxes.append(np.stack([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2], 1).astype(np.float32))
+            boxes.append(to_xyxy(rows[:, 1:5] * np.array([w, h, w, h], np.float32), BoxFormat.CXCYWH))
         else:
             boxes.append(np.zeros((0, 4), np.float32))
         classes.append(rows[:, 0].astype(np.int64))
@@ -334,7 +335,7 @@ def _from_edgekit(folder: Path) -> DetectionSet:
         file = folder / str(e["file"])
         b = np.array(e.get("boxes", []), np.float32).reshape(-1, 4)
         if fmt == "cxcywh":
-            b = np.concatenate([b[:, :2] - b[:, 2:] / 2, b[:, :2] + b[:, 2:] / 2], 1)
+            b = to_xyxy(b, BoxFormat.CXCYWH)
         if normalized and len(b):
             import cv2
 
