@@ -272,6 +272,8 @@ class Cell:
             raise CellNotOpen("open the cell first: `with Cell.from_config(config) as cell: ...`")
         self._stream = stream = self._open_stream(max_frames, duration)
         processed, checked_frame, last_queue = 0, False, 0.0
+        if self.fleet is not None:
+            from edgekit.fleet.cellhook import frame_health
         try:
             with contextlib.closing(stream):
                 self.watchdog.ready(f"inspecting {self.config.source.target}")
@@ -284,16 +286,12 @@ class Cell:
                         checked_frame = True
                     if self.parts is not None:
                         yield from self.parts.process(result)
-                    d, areas = _judged(result)
-                    decisions = self.inspector.process(d.xyxy, d.labels, d.scores, areas=areas, frame=result.index,
-                                                       captured_at=result.capture_ts) if self._per_frame else []
+                    decisions = self._decisions(result) if self._per_frame else []
                     for decision in decisions:
                         if self._publish(decision):
                             yield decision
                     self._observe(result, processed)
                     if self.fleet is not None:  # the health check of a version on trial
-                        from edgekit.fleet.cellhook import frame_health
-
                         self.fleet.observe(*frame_health(result, decisions))
                     if self.dashboard is not None:  # hands over the newest frame; never waits for a viewer
                         self.dashboard.observe(result, self.parts.last if self.parts is not None else None)
@@ -307,6 +305,11 @@ class Cell:
     def summary(self) -> LoopSummary | None:
         """The loop's figures of the last :meth:`run` (None before one)."""
         return self._summary if self._stream is None or self._summary is not None else self._stream.summary
+
+    def _decisions(self, result: FrameResult) -> list[Decision]:
+        d, areas = _judged(result)
+        return self.inspector.process(d.xyxy, d.labels, d.scores, areas=areas, frame=result.index,
+                                      captured_at=result.capture_ts)
 
     def _publish(self, decision: Decision) -> bool:
         if self.metrics is not None and decision.verdict is not None:

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
 import pytest
 
 from edgekit.results import Detections
+from tests.conftest import write_mjpg
 
 LABELS = ("part", "scratch", "dent")
+
+
+def kite_video(path: Path, shared_images: Path, frames: int) -> Path:
+    """kite_and_cold.jpg (people flying kites, kites in the top third) as a 640x426 MJPG video at
+    10 fps, shifting a little per frame."""
+    import cv2
+
+    img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (640, 426))
+    return write_mjpg(path, (np.roll(img, i % 5, axis=1) for i in range(frames)), 10)
 
 
 class Belt(NamedTuple):

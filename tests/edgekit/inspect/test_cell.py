@@ -8,12 +8,12 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from edgekit.inspect import Cell, CellDetector, Decision, load_config
 from edgekit.inspect.events import Event
 from tests.conftest import ROOT, shared_model
+from tests.edgekit.inspect.conftest import kite_video
 
 cv2 = pytest.importorskip("cv2")
 
@@ -23,14 +23,7 @@ FRAMES = 12
 
 @pytest.fixture(scope="module")
 def video(tmp_path_factory: pytest.TempPathFactory, shared_images: Path) -> Path:
-    """kite_and_cold.jpg (people flying kites, kites in the top third) as a short MJPG video."""
-    img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (640, 426))
-    path = tmp_path_factory.mktemp("video") / "line.avi"
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (640, 426))
-    for i in range(FRAMES):
-        writer.write(np.roll(img, i % 5, axis=1))
-    writer.release()
-    return path
+    return kite_video(tmp_path_factory.mktemp("video") / "line.avi", shared_images, FRAMES)
 
 
 def write_config(folder: Path, video: Path, models: Path, extra: str = "") -> Path:

@@ -14,11 +14,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from edgekit.cli import main
 from tests.conftest import shared_model
+from tests.edgekit.inspect.conftest import kite_video
 
 cv2 = pytest.importorskip("cv2")
 text_string_to_metric_families = pytest.importorskip("prometheus_client.parser").text_string_to_metric_families
@@ -26,20 +26,9 @@ text_string_to_metric_families = pytest.importorskip("prometheus_client.parser")
 SSD = "ssd_mobilenet_v1_coco_quant.tflite"
 
 
-def make_video(tmp_path: Path, shared_images: Path, frames: int) -> Path:
-    """kite_and_cold.jpg (people flying kites) as a 640x426 MJPG video, shifting a little per frame."""
-    img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (640, 426))
-    path = tmp_path / "line.avi"
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (640, 426))
-    for i in range(frames):
-        writer.write(np.roll(img, i % 5, axis=1))
-    writer.release()
-    return path
-
-
 @pytest.fixture
 def video(tmp_path: Path, shared_images: Path) -> Path:
-    return make_video(tmp_path, shared_images, 60)
+    return kite_video(tmp_path / "line.avi", shared_images, 60)
 
 
 def deploy(root: Path, version: int, data: bytes) -> None:
@@ -106,7 +95,7 @@ def test_hot_swap_mid_run_no_frame_lost(tmp_path: Path, shared_images: Path, mod
                                         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # Long enough that the switch, the refusal and the scrape all happen while it runs, on a fast machine too.
     frames = 200
-    video = make_video(tmp_path, shared_images, frames)
+    video = kite_video(tmp_path / "line.avi", shared_images, frames)
     notify = tmp_path / "notify.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     listener.bind(str(notify))

@@ -14,7 +14,7 @@ import pytest
 
 from edgekit.results import Detections, draw
 from edgekit.track import TrackedDetections
-from tests.conftest import shared_model
+from tests.conftest import shared_model, write_mjpg
 
 cv2 = pytest.importorskip("cv2")
 FRAMES = 12
@@ -24,12 +24,8 @@ FRAMES = 12
 def panning_video(tmp_path_factory: pytest.TempPathFactory, shared_images: Path) -> Path:
     """kite_and_cold.jpg sliding 4 pixels a frame to the right."""
     img = cv2.resize(cv2.imread(str(shared_images / "kite_and_cold.jpg")), (640, 426))
-    path = tmp_path_factory.mktemp("track") / "pan.avi"
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (600, 426))
-    for i in range(FRAMES):
-        writer.write(np.ascontiguousarray(img[:, 40 - 3 * i:640 - 3 * i]))
-    writer.release()
-    return path
+    return write_mjpg(tmp_path_factory.mktemp("track") / "pan.avi",
+                      (np.ascontiguousarray(img[:, 40 - 3 * i:640 - 3 * i]) for i in range(FRAMES)), 10)
 
 
 def test_detect_track_json_and_save(panning_video: Path, shared_models: Path, tmp_path: Path) -> None:
