@@ -324,7 +324,6 @@ class FleetFollower:
             shutil.rmtree(stage, ignore_errors=True)
             self._reject(version, f"golden self-test failed: {exc}", action="refused")
             raise
-        (self.root / str(version)).parent.mkdir(exist_ok=True)
         stage.rename(self.root / str(version))  # appears whole, verified and tested, or not at all
         fsync_dir(self.root)
         with self._state_lock:
