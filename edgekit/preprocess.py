@@ -237,25 +237,9 @@ def to_input(image: np.ndarray, spec: TensorSpec, norm: Normalization | None = N
     if a.shape[:2] != hw:
         raise InputError(f"input {spec.name!r} expects an image of {hw[1]}x{hw[0]} (shape {spec.shape}), "
                          f"got {a.shape[1]}x{a.shape[0]} {a.shape}. Resize it with fit() first.")
-    if layout is Layout.NCHW:
-        out = np.empty(spec.shape, dtype=spec.dtype)
-        write_channels_first(a, out, spec, norm)
-        return out
-    dtype = np.dtype(spec.dtype)
-    if norm is not None and norm.mean is not None and norm.std is not None:
-        return np.ascontiguousarray(_real_to(norm.real(a), spec)).reshape(spec.shape)
-    if norm is not None and norm.color is ColorOrder.BGR:
-        a = a[:, :, ::-1]
-    if dtype == np.uint8:
-        out = a
-    elif dtype == np.int8:
-        out = (a.astype(np.int16) - 128).astype(np.int8)
-    elif np.issubdtype(dtype, np.floating) or (spec.quantized and dtype == np.int16):
-        out = _real_to((a.astype(np.float32) - np.float32(127.5)) / np.float32(127.5), spec)
-    else:
-        raise InputError(f"input {spec.name!r} is {dtype.name}; edgekit has no image convention for it. "
-                         "Give a Normalization (mean, std) or feed the array yourself.")
-    return np.ascontiguousarray(out).reshape(spec.shape)
+    out = np.empty(spec.shape, dtype=spec.dtype)
+    (write_channels_first if layout is Layout.NCHW else write_channels_last)(a, out, spec, norm)
+    return out
 
 
 def _real_to(real: np.ndarray, spec: TensorSpec) -> np.ndarray:
