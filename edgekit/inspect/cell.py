@@ -193,7 +193,6 @@ class Cell:
         labels = self.detector.labels
         cfg.check_labels(list(labels) if labels else None)  # no labels: the rules would count nothing
         self.inspector = stack.enter_context(Inspector.from_config(cfg))
-        self.parts: PartsStage | None = None  # per-part mode: one verdict per part at the line
         self._per_frame = cfg.parts is None or bool(cfg.rules) or cfg.trigger.mode.value != "continuous"
         if cfg.parts is not None:
             from edgekit.inspect.perpart import PartsStage
