@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from tests.conftest import shared_model
+from tests.conftest import shared_model, write_mjpg
 
 VIDEO_SIZE = (676, 450)
 # True: the photo as it is; False: the people (lower left) blacked out.
@@ -23,7 +23,7 @@ CellConfig = Callable[..., str]
 
 
 def write_kites_video(path: Path, images: Path) -> Path:
-    """An MJPG .avi of VIDEO_FRAMES built from kite_and_cold.jpg (OpenCV writes MJPG everywhere)."""
+    """An MJPG .avi of VIDEO_FRAMES built from kite_and_cold.jpg (OpenCV writes MJPG everywhere), at 10 fps."""
     import cv2
 
     photo = cv2.imread(str(images / "kite_and_cold.jpg"))
@@ -32,11 +32,7 @@ def write_kites_video(path: Path, images: Path) -> Path:
     small = cv2.resize(photo, VIDEO_SIZE, interpolation=cv2.INTER_AREA)
     blacked = small.copy()
     blacked[200:, :300] = 0
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, VIDEO_SIZE)
-    for keep in VIDEO_FRAMES:
-        writer.write(small if keep else blacked)
-    writer.release()
-    return path
+    return write_mjpg(path, (small if keep else blacked for keep in VIDEO_FRAMES), 10.0)
 
 
 @pytest.fixture(scope="session")
