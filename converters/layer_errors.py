@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from edgekit.converters.convert import LayerError
+from edgekit.runtimes.tensors import TensorSpec
 from edgekit.runtimes.tflite_file import TensorDef, TFLiteFile, parse_tflite
 
 __all__ = ["TensorStats", "tensor_stats", "layer_errors"]
@@ -70,11 +71,8 @@ def _interpreter(model: bytes) -> object:
 
 def _feed(interp: object, x: np.ndarray) -> None:
     d = interp.get_input_details()[0]  # type: ignore[attr-defined]
-    scale, zero = d["quantization"]
-    if scale:
-        info = np.iinfo(d["dtype"])
-        x = np.clip(np.round(x / scale) + zero, info.min, info.max)
-    interp.set_tensor(d["index"], np.asarray(x, d["dtype"]).reshape(d["shape"]))  # type: ignore[attr-defined]
+    x = TensorSpec.from_details(d).quantize(x).reshape(d["shape"])
+    interp.set_tensor(d["index"], x)  # type: ignore[attr-defined]
     interp.invoke()  # type: ignore[attr-defined]
 
 
