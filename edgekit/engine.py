@@ -25,7 +25,7 @@ __all__ = ["ModelEngine"]
 
 class ModelEngine:
     """One loaded model's input writing, inference and decoding: what the loop drives
-    (an :class:`edgekit.loop.Engine`). Made by :func:`make_engine`."""
+    (an :class:`edgekit.loop.Engine`). Made by :func:`edgekit.tasks.make_engine`."""
 
     def __init__(self, model: Model, resize: ResizeMode, decode: Callable[[list[np.ndarray], Transform], Result],
                  labels: list[str] | None = None, note: str | None = None) -> None:

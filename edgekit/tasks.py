@@ -79,9 +79,6 @@ class ClassifierOptions(TaskOptions):
     threshold: float = 0.0
 
 
-_ModelEngine = ModelEngine  # the name edgekit.inspect.hotswap imports; make_engine() is the public way in
-
-
 def _labels(option: Any, model: Model) -> list[str] | None:
     if option is None:
         labels = (model.metadata or {}).get("labels")
