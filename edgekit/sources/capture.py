@@ -8,7 +8,7 @@ from typing import Callable
 
 from edgekit.errors import InputError, SourceError
 from edgekit.sources.frames import Channel, Frame, background_priority
-from edgekit.sources.readers import BadFrame, Reader
+from edgekit.sources.readers import Reader
 from edgekit.sources.reading import BackgroundReading, log
 from edgekit.sources.spec import Reconnect, SourceSpec
 
@@ -82,13 +82,10 @@ class ThreadedReading(BackgroundReading):
             due = self._keep_pace(reader, start, period) if paced else 0.0
             if due is None:
                 return
-            t0 = time.perf_counter()
-            try:
-                image = reader.read()
-            except BadFrame as exc:
-                self._skip_bad(exc)
-                self._index += 1
-                continue
+            got = self._read(reader)
+            if got is None:
+                continue  # undecodable
+            image, t0 = got
             if image is None:
                 if not self.spec.reconnects:
                     return

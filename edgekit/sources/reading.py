@@ -14,6 +14,8 @@ import logging
 import threading
 import time
 
+import numpy as np
+
 from edgekit.errors import SourceError
 from edgekit.sources.frames import Frame, SourceStats
 from edgekit.sources.readers import BadFrame, Reader
@@ -92,6 +94,17 @@ class Reading(abc.ABC):
         self._undecodable += 1
         log.warning("skipped an undecodable frame of %s: %s", self.spec, exc)
 
+    def _read(self, reader: Reader) -> tuple[np.ndarray | None, float] | None:
+        """``reader.read()`` (None at the end) and when it began; None for an undecodable frame,
+        which is counted, logged and uses up its frame number."""
+        t0 = time.perf_counter()
+        try:
+            return reader.read(), t0
+        except BadFrame as exc:
+            self._skip_bad(exc)
+            self._index += 1
+            return None
+
     def _close_reader(self) -> None:
         reader, self.reader = self.reader, None
         if reader is not None:
@@ -118,16 +131,14 @@ class PulledReading(Reading):
         with self._reader_lock:
             reader = self.reader
             while reader is not None and not self._stop.is_set():
-                t0 = time.perf_counter()
                 try:
-                    image = reader.read()
-                except BadFrame as exc:
-                    self._skip_bad(exc)
-                    self._index += 1
-                    continue
+                    got = self._read(reader)
                 except Exception as exc:  # noqa: BLE001 - the same contract as a capture thread
                     self._error = self._failed(exc)
                     break
+                if got is None:
+                    continue
+                image, t0 = got
                 if image is None:
                     break
                 t1 = time.perf_counter()
