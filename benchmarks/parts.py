@@ -42,20 +42,11 @@ from edgekit.inspect.parts import PartInspector, PartsOptions
 from edgekit.inspect.partsreport import crossing_truth, score_parts
 from edgekit.inspect.plc import ModbusOutput, ModbusTarget, Rejector
 from edgekit.results import Detections
+from edgekit.runtimes.timing import cpu_name
 from edgekit.track import ByteTracker, CountingLine
 
 DEFECTS = CLASS_NAMES[1:]
 SIZE = 320  # the demo's and the generated belts' frame side
-
-
-def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def _serve_modbus(port: int) -> None:

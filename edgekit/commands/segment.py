@@ -36,7 +36,7 @@ from edgekit.errors import InputError
 from edgekit.results import FrameResult, draw
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink
-from edgekit.video import VideoSource
+from edgekit.sources import VideoSource
 
 __all__ = ["register", "run", "add_common_arguments", "run_vision", "ImageSink"]
 
