@@ -215,3 +215,20 @@ def test_normalization_read_from_the_graph(op, value, expect) -> None:
     assert (None if hint is None else (hint.mean[0], hint.std[0])) == expect
     if hint is not None:
         assert f"{op} by" in hint.description and "raw pixels" in hint.description
+
+
+@pytest.mark.parametrize("doc_extra, boxes", [
+    ({}, [[10, 5, 30, 15]]),                                                   # x1 y1 x2 y2 in pixels
+    ({"box_format": "cxcywh"}, [[20, 10, 20, 10]]),                            # centre and size in pixels
+    ({"box_format": "cxcywh", "normalized": True}, [[0.5, 0.25, 0.5, 0.25]]),  # the same, as fractions of 40x40
+], ids=["xyxy", "cxcywh", "cxcywh-normalized"])
+def test_edgekit_labels_json_box_formats(tmp_path, doc_extra, boxes) -> None:
+    import cv2
+
+    cv2.imwrite(str(tmp_path / "a.png"), np.zeros((40, 40, 3), np.uint8))
+    doc = {"images": [{"file": "a.png", "boxes": boxes, "class_ids": [1]}], "classes": ["x", "y"], **doc_extra}
+    (tmp_path / "labels.json").write_text(json.dumps(doc))
+    found = find_detection_set(tmp_path)
+    assert found is not None and found.names == ("x", "y")
+    np.testing.assert_allclose(found.boxes[0], [[10, 5, 30, 15]], atol=1e-4)
+    assert found.classes[0].tolist() == [1]
