@@ -224,10 +224,10 @@ SPACINGS = {"spaced": (0.1, 0.45), "close": (0.02, 0.08), "touching": (0.0, 0.02
 
 
 def quiet_end(crossings: list[int], n_frames: int) -> int:
-    """The last frame count at which no part is crossing (none from 4 frames before to 2 after): a
-    part crossing in a clip's last frames is judged a frame or two later than its truth, so the
-    clip is scored up to a quiet moment."""
-    return max(e for e in range(n_frames // 2, n_frames + 1) if not any(e - 4 <= c < e + 2 for c in crossings))
+    """The last frame count at which no part is crossing (none from 4 frames before to 2 after, all
+    within the clip, whose truth ends with it): a part crossing near a clip's end is judged a frame or
+    two from its truth, so the clip is scored up to a quiet moment."""
+    return max(e for e in range(n_frames // 2, n_frames - 1) if not any(e - 4 <= c < e + 2 for c in crossings))
 
 
 def other_belts(demo: Path, frames: int, seeds: list[int], speeds: list[float]) -> None:

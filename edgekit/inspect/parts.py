@@ -10,7 +10,11 @@ The config says which classes are parts and which are defects. Each frame:
    ``min_frames`` frames (``evidence = "frames"``) or its scores add up to ``min_score_sum``
    (``evidence = "score"``), so one noisy frame does not fail a good part;
 4. when the part's track crosses the counting line (or zone) it gets exactly one verdict,
-   :class:`PartVerdict`: PASS, or FAIL with the defects that counted as reasons::
+   :class:`PartVerdict`: PASS, or FAIL with the defects that counted as reasons. Two settings, off by
+   default, keep tracks that are not parts from a verdict, for detectors that need them:
+   ``piece_overlap`` (a crossing track whose box lies that much inside an older part's: the detector
+   boxed one part twice) and ``count_score`` (a track that never scored that much; it waits up to
+   ``count_wait`` frames after crossing for such a box, and the verdict then names both frames)::
 
     parts = PartInspector(PartsOptions(parts=("part",), defects=("scratch", "dent")),
                           CountingLine((160, 0), (160, 320), direction="left_to_right"))
@@ -22,171 +26,20 @@ The config says which classes are parts and which are defects. Each frame:
 
 from __future__ import annotations
 
-import difflib
-import enum
 import functools
 import itertools
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from edgekit.errors import ConfigError
+from edgekit.inspect.partsoptions import (DefectEvidence, Evidence, Outcome, PartsOptions, PartVerdict,
+                                          belt_tracker)
 from edgekit.results import Detections
-from edgekit.track import ByteTracker, CountingLine, Tracked, TrackerOptions, ZoneCrossing
+from edgekit.track import ByteTracker, CountingLine, Tracked, ZoneCrossing
 
 __all__ = ["DefectEvidence", "Evidence", "Outcome", "PartInspector", "PartVerdict", "PartsFrame", "PartsOptions",
            "belt_tracker"]
-
-
-class Outcome(str, enum.Enum):
-    PASS = "PASS"
-    FAIL = "FAIL"
-
-
-class Evidence(str, enum.Enum):
-    """How a defect's sightings over a part's track add up to a reason to fail it."""
-
-    FRAMES = "frames"  # seen in at least min_frames frames
-    SCORE = "score"  # its best score per frame adds up to at least min_score_sum
-    # (either way a sighting is a defect box scoring at least defect_threshold)
-
-
-@dataclass(frozen=True)
-class PartsOptions:
-    """Which classes are parts and defects, and how defects are judged.
-
-    Raises:
-        ConfigError: no part class, a class that is both, or a setting out of range.
-    """
-
-    parts: tuple[str, ...]
-    defects: tuple[str, ...] = ()
-    min_overlap: float = 0.5  # share of a defect's box inside the part's box
-    evidence: Evidence = Evidence.FRAMES
-    min_frames: int = 2
-    min_score_sum: float = 1.0
-    part_threshold: float = 0.5  # parts above it start and feed tracks (ByteTrack's high threshold)
-    defect_threshold: float = 0.5  # a defect sighting needs this score
-    drop_merged: bool = True  # drop a part box holding two part boxes, or one scoring higher (parts seen as one)
-    crop: bool = False  # keep the part's best frame as a JPEG in its verdict
-    crop_quality: int = 90
-    tracker: TrackerOptions | None = None  # default: belt_tracker(part_threshold)
-    where: str = ""  # where the options were written ("cell.toml:31"), for error messages
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "parts", tuple(self.parts))
-        object.__setattr__(self, "defects", tuple(self.defects))
-        object.__setattr__(self, "evidence", Evidence(self.evidence))
-        at = f"{self.where}: " if self.where else ""
-        if not self.parts:
-            raise ConfigError(f"{at}parts: name at least one class that is a part")
-        both = sorted(set(self.parts) & set(self.defects))
-        if both:
-            raise ConfigError(f"{at}{', '.join(map(repr, both))} cannot be both a part and a defect")
-        for name in ("min_overlap", "part_threshold", "defect_threshold"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{at}{name} must be within 0..1, got {getattr(self, name)!r}")
-        if self.min_frames < 1 or not self.min_score_sum > 0 or not 1 <= self.crop_quality <= 100:
-            raise ConfigError(f"{at}min_frames must be >= 1, min_score_sum > 0 and crop_quality 1..100; got "
-                              f"{self.min_frames}, {self.min_score_sum}, {self.crop_quality}")
-
-    def tracker_options(self) -> TrackerOptions:
-        if self.tracker is not None:
-            return self.tracker
-        return belt_tracker(self.part_threshold)
-
-    def check_labels(self, labels: Sequence[str]) -> None:
-        """Raises ConfigError when a part or defect class is not a label of the model."""
-        known = set(labels)
-        for kind, names in (("parts", self.parts), ("defects", self.defects)):
-            for name in names:
-                if name not in known:
-                    close = difflib.get_close_matches(name, list(labels), n=1)
-                    hint = f" Did you mean {close[0]!r}?" if close else f" The model knows: {', '.join(labels)}."
-                    at = f"{self.where}: " if self.where else ""
-                    raise ConfigError(f"{at}{kind} class {name!r} is not a label of the model.{hint}")
-
-
-def belt_tracker(threshold: float, *, lost_buffer: int = 30, min_frames: int = 1) -> TrackerOptions:
-    """ByteTrack's settings for parts on a belt: ``threshold`` is its high threshold, and weak boxes
-    count for more than in ByteTrack, because a part touching its neighbour often scores low for a
-    dozen frames (the detector sees the pair as one) right where it crosses the line:
-
-    * a weak box nobody claimed starts a tentative track, confirmed after 2 more frames running
-      (ByteTrack starts tracks only from boxes scoring ``threshold + 0.1``);
-    * a weak box also finds a track lost for at most 3 frames (ByteTrack: only a track matched in
-      the frame before).
-
-    With the merged-box rule and the line placing a track where it started, this took the count
-    error on 135 generated belts (seeds 1-15, 3 speeds, 3 spacings; benchmarks/parts.py) from 7 parts to 1.
-    """
-    return TrackerOptions(high_threshold=threshold, low_threshold=min(0.1, threshold), lost_buffer=lost_buffer,
-                          min_frames=min_frames, weak_start_frames=2, weak_refind_frames=3)
-
-
-@dataclass(frozen=True)
-class DefectEvidence:
-    """What was seen of one defect class on one part."""
-
-    label: str
-    frames: int  # frames it was seen in (scoring at least defect_threshold)
-    score_sum: float  # its best score per frame, added up
-    max_score: float
-    counted: bool  # enough evidence: a reason for FAIL
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "frames": self.frames, "score_sum": round(self.score_sum, 3),
-                "max_score": round(self.max_score, 3), "counted": self.counted}
-
-
-@dataclass(frozen=True)
-class PartVerdict:
-    """A part's one verdict, made when its track crossed the line.
-
-    ``sequence`` numbers the verdicts (1, 2, ...); frames are source frame indices; ``*_seen`` and
-    ``crossed_at`` are wall-clock seconds; ``captured_at`` is the ``time.perf_counter()`` capture
-    time of the crossing frame (what a reject delay counts from). ``crop_jpeg``: the part's best
-    frame cut to its box, when crops are on.
-    """
-
-    sequence: int
-    track_id: int
-    label: str
-    outcome: Outcome
-    reasons: tuple[str, ...]
-    defects: tuple[DefectEvidence, ...]
-    first_frame: int
-    last_frame: int
-    frames_seen: int
-    first_seen: float
-    last_seen: float
-    crossed_frame: int
-    crossed_at: float
-    captured_at: float
-    line: str
-    box: tuple[float, float, float, float]
-    best_frame: int
-    best_score: float
-    crop_jpeg: bytes | None = field(default=None, repr=False)
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome is Outcome.PASS
-
-    @property
-    def reason(self) -> str:
-        """One label for counters: the reasons joined by "+" ("none" for a PASS)."""
-        return "+".join(sorted(self.reasons)) or "none"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"part": self.sequence, "track_id": self.track_id, "label": self.label, "verdict": self.outcome.value,
-                "reasons": list(self.reasons), "defects": [d.to_dict() for d in self.defects],
-                "first_frame": self.first_frame, "last_frame": self.last_frame, "frames_seen": self.frames_seen,
-                "first_seen": round(self.first_seen, 6), "last_seen": round(self.last_seen, 6),
-                "crossed_frame": self.crossed_frame, "crossed_at": round(self.crossed_at, 6), "line": self.line,
-                "box": [round(v, 1) for v in self.box], "best_frame": self.best_frame,
-                "best_score": round(self.best_score, 4), "crop_bytes": len(self.crop_jpeg) if self.crop_jpeg else 0}
 
 
 @dataclass(frozen=True)
@@ -222,7 +75,7 @@ class _Part:
     """What is known of one tracked part so far (internal)."""
 
     __slots__ = ("label", "first_frame", "last_frame", "first_seen", "last_seen", "frames", "box", "best_score",
-                 "best_frame", "crop", "crop_whole", "defects", "judged")
+                 "best_frame", "crop", "crop_whole", "defects", "judged", "peak", "crossed")
 
     def __init__(self, label: str, frame: int, timestamp: float) -> None:
         self.label = label
@@ -234,6 +87,8 @@ class _Part:
         self.crop_whole = False  # the kept crop shows the whole part (not cut by the frame's edge)
         self.defects: dict[str, list[float]] = {}  # label -> [frames, score_sum, max_score]
         self.judged = False
+        self.peak = 0.0  # its highest score
+        self.crossed = (-1, 0.0, 0.0)  # frame, timestamp, capture time of its crossing
 
 
 class PartInspector:
@@ -254,6 +109,10 @@ class PartInspector:
         self._numbering = numbering or itertools.count(1).__next__
         self._parts: dict[int, _Part] = {}
         self._part_set, self._defect_set = set(options.parts), set(options.defects)
+        self._count_score = options.count_score
+        self._waiting: set[int] = set()  # crossed, waiting for a box scoring count_score
+        self.uncounted = 0  # tracks that crossed without ever scoring count_score: no verdict
+        self.pieces = 0  # crossing tracks taken as a piece of an older part: no verdict
 
     @property
     def following(self) -> int:
@@ -285,14 +144,60 @@ class PartInspector:
         verdicts = []
         for c in crossings:
             part = self._parts.get(c.track_id)
-            if part is not None and not part.judged:
-                verdicts.append(self._judge(c.track_id, part, frame, timestamp, captured_at))
+            if part is None or part.judged or self._piece(c.track_id, part):
+                continue
+            part.crossed = (frame, timestamp, captured_at)
+            if part.peak >= self._count_score:
+                verdicts.append(self._judge(c.track_id, part, frame))
+            else:
+                self._waiting.add(c.track_id)
+        if self._waiting:
+            verdicts += self._settle(frame, ended)
         if ended:
             for tid in ended:
                 self._parts.pop(tid, None)
             self.line.forget(list(ended))
         return PartsFrame(detections, tuple(part_rows), tuple(ids), ended, tuple(defect_rows), tuple(owners),
                           tuple(verdicts))
+
+    def _settle(self, frame: int, ended: tuple[int, ...]) -> list[PartVerdict]:
+        """Verdicts for the tracks that crossed before scoring ``count_score`` and have now; tracks that
+        waited ``count_wait`` frames in vain (or ended) get none."""
+        out = []
+        for tid in sorted(self._waiting):
+            part = self._parts.get(tid)
+            if part is not None and part.peak >= self._count_score:
+                out.append(self._judge(tid, part, frame))
+            elif part is not None and frame - part.crossed[0] < self.options.count_wait and tid not in ended:
+                continue
+            elif part is not None:
+                part.judged = True
+                self.uncounted += 1
+            self._waiting.discard(tid)
+        return out
+
+    def _piece(self, tid: int, part: _Part) -> bool:
+        """Whether the crossing track ``tid`` is a piece of an older part's track: ``piece_overlap`` of its
+        box lies in that track's box (parts on a belt do not overlap, so the detector saw one part as two).
+        Then it gets no verdict, and its defect sightings go to the older part when that has none yet."""
+        if not self.options.piece_overlap:
+            return False
+        x1, y1, x2, y2 = part.box
+        area = max(x2 - x1, 1e-9) * max(y2 - y1, 1e-9)
+        for other, (ox1, oy1, ox2, oy2) in self.tracker.estimates().items():
+            host = self._parts.get(other)
+            if other == tid or host is None or host.first_frame >= part.first_frame:
+                continue
+            inter = max(min(x2, ox2) - max(x1, ox1), 0.0) * max(min(y2, oy2) - max(y1, oy1), 0.0)
+            if inter >= self.options.piece_overlap * area:
+                part.judged = True
+                self.pieces += 1
+                if not host.judged:
+                    for label, (n, total, top) in part.defects.items():
+                        ev = host.defects.setdefault(label, [0, 0.0, 0.0])
+                        ev[0], ev[1], ev[2] = ev[0] + n, ev[1] + total, max(ev[2], top)
+                return True
+        return False
 
     def _owners(self, parts: list[list[float]], track_ids: list[int], defects: list[list[float]]) -> list[int]:
         """The track id of the part holding each defect (-1: no part holds enough of it)."""
@@ -314,6 +219,7 @@ class PartInspector:
             part = self._parts[tid] = _Part(label, frame, timestamp)
         part.last_frame, part.last_seen = frame, timestamp
         part.frames += 1
+        part.peak = max(part.peak, score)
         box = (xyxy[0], xyxy[1], xyxy[2], xyxy[3])
         part.box = box
         whole = image_bgr is not None and _inside(box, image_bgr.shape)
@@ -341,8 +247,9 @@ class PartInspector:
             return frames >= self.options.min_frames
         return score_sum >= self.options.min_score_sum
 
-    def _judge(self, tid: int, part: _Part, frame: int, timestamp: float, captured_at: float) -> PartVerdict:
+    def _judge(self, tid: int, part: _Part, frame: int) -> PartVerdict:
         part.judged = True
+        crossed_frame, crossed_at, captured_at = part.crossed
         evidence = sorted((DefectEvidence(label, int(f), s, m, self._counted(f, s))
                            for label, (f, s, m) in part.defects.items()),
                           key=lambda e: (-e.counted, -e.frames, -e.score_sum, e.label))
@@ -353,9 +260,9 @@ class PartInspector:
         return PartVerdict(
             sequence=seq, track_id=tid, label=part.label, outcome=Outcome.FAIL if reasons else Outcome.PASS,
             reasons=reasons, defects=tuple(evidence), first_frame=part.first_frame, last_frame=part.last_frame,
-            frames_seen=part.frames, first_seen=part.first_seen, last_seen=part.last_seen, crossed_frame=frame,
-            crossed_at=timestamp, captured_at=captured_at, line=self.line.name, box=part.box,
-            best_frame=part.best_frame, best_score=part.best_score, crop_jpeg=crop)
+            frames_seen=part.frames, first_seen=part.first_seen, last_seen=part.last_seen,
+            crossed_frame=crossed_frame, crossed_at=crossed_at, captured_at=captured_at, line=self.line.name,
+            box=part.box, best_frame=part.best_frame, best_score=part.best_score, judged_frame=frame, crop_jpeg=crop)
 
 
 def _merged(boxes: list[list[float]], scores: list[float]) -> list[bool]:

@@ -9,6 +9,8 @@
     evidence = "frames"          # "frames": seen in >= min_frames frames; "score": scores add up to min_score_sum
     min_frames = 2
     crops = true                 # best-frame JPEG of each part under <state_dir>/crops
+    # count_score = 0.5          # off (0) by default: a track counts once a box of it scored this
+    # piece_overlap = 0.7        # off (0) by default: a track this much inside an older part's is a piece of it
 
     [line]                       # where a part is judged: its track crosses the line that way
     start = [160, 0]
@@ -135,7 +137,8 @@ def parse_parts(top: Table, zones: tuple[Zone, ...], frame: tuple[int, int] | No
 
 def _options(t: Table) -> PartsOptions:
     t.allow("classes", "defects", "min_overlap", "evidence", "min_frames", "min_score_sum", "threshold",
-            "defect_threshold", "crops", "crop_quality", "lost_frames", "min_track_frames")
+            "defect_threshold", "crops", "crop_quality", "lost_frames", "min_track_frames", "count_score",
+            "count_wait", "piece_overlap")
     classes = _names(t, "classes", required=True)
     if not classes:
         raise t.error("classes", "name at least one class that is a part, e.g. classes = [\"part\"]")
@@ -152,7 +155,9 @@ def _options(t: Table) -> PartsOptions:
             defect_threshold=t.get("defect_threshold", float, 0.5, **_FRACTION),
             crop=t.get("crops", bool, False),
             crop_quality=t.get("crop_quality", int, 90, check=lambda v: 1 <= v <= 100, expect="an integer 1..100"),
-            tracker=tracker, where=t.where())
+            count_score=t.get("count_score", float, 0.0, **_FRACTION),
+            count_wait=t.get("count_wait", int, 15, check=lambda v: v >= 0, expect="an integer >= 0"),
+            piece_overlap=t.get("piece_overlap", float, 0.0, **_FRACTION), tracker=tracker, where=t.where())
     except ConfigError as exc:
         raise t.error(None, str(exc).removeprefix(f"{t.where()}: ")) from None
 

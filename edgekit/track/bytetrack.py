@@ -197,6 +197,11 @@ class ByteTracker:
         """The confirmed tracks matched in the last frame, with their Kalman-filtered boxes."""
         return [Track(t.track_id, box_of(t.mean), t.score, t.det) for t in self._tracked if t.activated]
 
+    def estimates(self) -> dict[int, tuple[float, float, float, float]]:
+        """Every confirmed track's box (x1, y1, x2, y2) as the filter has it now: corrected in this frame
+        for the tracks matched, predicted for the ones lost (not yet removed)."""
+        return {t.track_id: t.box for t in self._tracked + self._lost if t.activated and t.track_id >= 0}
+
     def origin(self, track_id: int) -> tuple[float, float, float, float] | None:
         """The box (x1, y1, x2, y2) a tracked track started from, frames before it was confirmed: where
         a counting line should first place a track that was tentative while it crossed. None: no such

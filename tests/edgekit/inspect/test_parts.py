@@ -158,3 +158,85 @@ def test_a_weak_box_holding_a_stronger_part_box_is_dropped():
     assert _merged([strong, weak_around], [0.9, 0.3]) == [False, True]
     assert _merged([strong, weak_around], [0.3, 0.9]) == [False, False]  # the strong one is the better guess
     assert _merged([strong, weak_beside], [0.9, 0.3]) == [False, False]
+
+
+def _slide(boxes_at, scores, frames=60, options=None, line_x=300):
+    """Feed boxes that ride the belt (``boxes_at(t)`` gives the frame's part boxes) through an inspector."""
+    options = options or PartsOptions(parts=("part",), defects=("dent",))
+    inspector = PartInspector(options, CountingLine((line_x, 0), (line_x, 300), direction="left_to_right"))
+    verdicts = []
+    for t in range(frames):
+        boxes = boxes_at(t)
+        dets = Detections(boxes, scores(t)[:len(boxes)], [0] * len(boxes), ("part",) * len(boxes))
+        verdicts += inspector.update(dets, frame=t, timestamp=t, captured_at=t).verdicts
+    return inspector, verdicts
+
+
+def test_a_piece_of_a_part_seen_as_its_own_box_is_not_a_second_part():
+    """The detector sometimes boxes one large part twice: the whole part, and from some frame on also a
+    piece of it (a box mostly inside the part's). The piece's track crosses the line first (its centre is
+    ahead), but it is the same part: one verdict, and the piece's defects count for the part."""
+    def boxes_at(t):
+        x = 8 * t
+        whole = [x, 40, x + 160, 200]
+        piece = [x + 90, 60, x + 158, 190]  # inside the whole part's box
+        dent = [x + 120, 100, x + 135, 115]
+        return [whole, piece, dent] if t >= 10 else [whole]
+
+    def run(piece_overlap):
+        options = PartsOptions(parts=("part",), defects=("dent",), piece_overlap=piece_overlap)
+        inspector = PartInspector(options, CountingLine((300, 0), (300, 300), direction="left_to_right"))
+        verdicts = []
+        for t in range(60):
+            boxes = boxes_at(t)
+            labels = ("part", "part", "dent")[:len(boxes)]
+            dets = Detections(boxes, [0.9, 0.6, 0.8][:len(boxes)], [0, 0, 1][:len(boxes)], labels)
+            verdicts += inspector.update(dets, frame=t, timestamp=t, captured_at=t).verdicts
+        return inspector, verdicts
+
+    inspector, verdicts = run(0.7)
+    assert len(verdicts) == 1 and inspector.pieces == 1
+    assert verdicts[0].outcome is Outcome.FAIL and verdicts[0].reasons == ("dent",)
+    assert verdicts[0].crossed_frame == 28  # the whole part's centre (x + 80) passes 300 between 27 and 28
+    _, off = run(PartsOptions(parts=("part",)).piece_overlap)
+    assert len(off) == 2  # without the rule (the default) the piece is a part of its own
+
+
+def test_touching_neighbours_are_not_pieces_of_each_other():
+    def boxes_at(t):
+        x = 8 * t
+        return [[x, 40, x + 100, 200], [x - 102, 40, x - 2, 200]]  # touching, 2 px of jitter apart
+
+    inspector, verdicts = _slide(boxes_at, lambda t: [0.9, 0.9],
+                                 options=PartsOptions(parts=("part",), piece_overlap=0.7))
+    assert len(verdicts) == 2 and inspector.pieces == 0
+
+
+@pytest.mark.parametrize("strong_from, counted, judged_late", [
+    (None, 0, False),  # never scored count_score: a ghost, not counted
+    (5, 1, False),  # scored it before crossing: judged at the crossing
+    (34, 1, True),  # crossed at 32 scoring 0.3, scored 0.8 two frames later: judged then, crossing kept
+    (50, 0, False),  # not within count_wait (15 frames) of crossing
+])
+def test_count_score_waits_for_a_confident_box(strong_from, counted, judged_late):
+    options = PartsOptions(parts=("part",), count_score=0.5)
+
+    def scores(t):
+        return [0.8 if strong_from is not None and t >= strong_from else 0.3]
+
+    inspector, verdicts = _slide(lambda t: [[8 * t, 40, 8 * t + 100, 200]], scores, frames=70, options=options)
+    assert len(verdicts) == counted and inspector.uncounted == 1 - counted
+    if verdicts:
+        v = verdicts[0]
+        assert v.crossed_frame == 32 and v.captured_at == 32.0  # centre x + 50 passes 300 at t = 31.25
+        assert v.judged_frame == (strong_from if judged_late else 32)
+        assert v.to_dict()["judged_frame"] == v.judged_frame
+    _, default = _slide(lambda t: [[8 * t, 40, 8 * t + 100, 200]], scores, frames=70)
+    assert len(default) == 1  # count_score 0 (the default): every track counts
+
+
+def test_count_options_are_checked():
+    with pytest.raises(ConfigError, match="count_score must be within 0..1"):
+        PartsOptions(parts=("part",), count_score=1.5)
+    with pytest.raises(ConfigError, match="piece_overlap must be within 0..1"):
+        PartsOptions(parts=("part",), piece_overlap=-0.1)
