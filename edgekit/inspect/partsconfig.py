@@ -24,6 +24,8 @@
     coil = 3                     # or register = 40, value = 1
     distance = 0.6               # m from the line to the ejector; with belt_speed (m/s) gives the delay
     belt_speed = 0.25            # (or delay = 2.4 seconds)
+    # encoder_pin = 27           # or the delay in belt travel: an encoder's pulses on a GPIO pin ...
+    # delay_ticks = 480          # ... and the ticks from the line to the ejector (instead of distance/delay)
     gpio_pin = 17                # a GPIO pulse as well (or alone, without host)
 
 Errors name the file, line and key, like the rest of the config.
@@ -57,6 +59,9 @@ class PlcConfig:
     retry_interval: float
     give_up_after: float
     check_at_start: bool
+    encoder_pin: int | str | None = None  # with delay_ticks: the delay counted in belt encoder ticks
+    encoder_edge: str = "rising"
+    delay_ticks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -191,7 +196,8 @@ def _line(t: Table, zones: tuple[Zone, ...]) -> CountingLine | ZoneCrossing:
 
 def _plc(t: Table) -> PlcConfig:
     t.allow("host", "port", "unit", "coil", "register", "value", "pulse", "timeout", "delay", "distance",
-            "belt_speed", "retry_interval", "give_up_after", "gpio_pin", "gpio_pulse", "check_at_start")
+            "belt_speed", "retry_interval", "give_up_after", "gpio_pin", "gpio_pulse", "check_at_start",
+            "encoder_pin", "encoder_edge", "delay_ticks")
     address = {"check": lambda v: 0 <= v <= MAX_ADDRESS,
                "expect": f"a Modbus address 0..{MAX_ADDRESS} (a coil or register number, from 0)"}
     modbus = None
@@ -209,9 +215,9 @@ def _plc(t: Table) -> PlcConfig:
         for key in ("coil", "register", "port", "unit", "value"):
             if t.has(key):
                 raise t.error(key, "needs host = \"<the PLC's address>\" (Modbus TCP)")
-    gpio = t.get("gpio_pin", object, None, check=lambda v: (isinstance(v, int) and not isinstance(v, bool)
-                                                             and v >= 0) or (isinstance(v, str) and bool(v)),
-                 expect="a GPIO number (BCM) or a gpiozero pin name such as \"GPIO17\"")
+    pin = {"check": lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
+        isinstance(v, str) and bool(v)), "expect": "a GPIO number (BCM) or a gpiozero pin name such as \"GPIO17\""}
+    gpio = t.get("gpio_pin", object, None, **pin)
     if modbus is None and gpio is None:
         raise t.error(None, "give host and coil (or register) for a Modbus PLC, and/or gpio_pin")
     if t.has("delay") and (t.has("distance") or t.has("belt_speed")):
@@ -219,11 +225,20 @@ def _plc(t: Table) -> PlcConfig:
     if t.has("distance") != t.has("belt_speed"):
         raise t.error("distance" if t.has("distance") else "belt_speed",
                       "distance (m, line to ejector) and belt_speed (m/s) go together")
+    if t.has("delay_ticks") != t.has("encoder_pin"):
+        raise t.error("delay_ticks" if t.has("delay_ticks") else "encoder_pin",
+                      "delay_ticks (encoder ticks from the line to the ejector) and encoder_pin go together")
+    if t.has("delay_ticks") and (t.has("delay") or t.has("distance")):
+        raise t.error("delay_ticks", "give the delay in encoder ticks or in seconds (delay, distance), not both")
     if t.has("distance"):
         delay = belt_delay(t.get("distance", float, **_NONNEG), t.get("belt_speed", float, **POS_NUM))
     else:
         delay = t.get("delay", float, 0.0, **_NONNEG)
+    edge = {"check": lambda v: v in ("rising", "falling", "both"), "expect": "'rising', 'falling' or 'both'"}
     return PlcConfig(modbus=modbus, gpio_pin=gpio, gpio_pulse=t.get("gpio_pulse", float, 0.1, **POS_NUM),
                      delay=delay, retry_interval=t.get("retry_interval", float, 0.2, **POS_NUM),
                      give_up_after=t.get("give_up_after", float, 5.0, **_NONNEG),
+                     encoder_pin=t.get("encoder_pin", object, None, **pin),
+                     encoder_edge=t.get("encoder_edge", str, "rising", **edge),
+                     delay_ticks=t.get("delay_ticks", int, None, check=lambda v: v >= 0, expect="an integer >= 0"),
                      check_at_start=t.get("check_at_start", bool, True))

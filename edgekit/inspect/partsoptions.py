@@ -171,4 +171,5 @@ class PartVerdict:
                 "first_seen": round(self.first_seen, 6), "last_seen": round(self.last_seen, 6),
                 "crossed_frame": self.crossed_frame, "crossed_at": round(self.crossed_at, 6), "line": self.line,
                 "box": [round(v, 1) for v in self.box], "best_frame": self.best_frame,
-                "best_score": round(self.best_score, 4), "judged_frame": self.judged_frame, "crop_bytes": len(self.crop_jpeg) if self.crop_jpeg else 0}
+                "best_score": round(self.best_score, 4), "judged_frame": self.judged_frame,
+                "crop_bytes": len(self.crop_jpeg) if self.crop_jpeg else 0}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from edgekit.inspect.events import EventEmitter, EventKind, SequenceCounter
 from edgekit.inspect.parts import PartInspector, PartsFrame, PartVerdict
 from edgekit.inspect.partsconfig import PartsConfig
+from edgekit.inspect.encoder import GpioEncoder
 from edgekit.inspect.plc import GpioOutput, ModbusOutput, RejectOutput, Rejector, RejectReport, ReportKind
 
 if TYPE_CHECKING:
@@ -87,6 +88,14 @@ class PartsStage:
             kw: dict[str, Any] = {} if plc is None else {
                 "delay": plc.delay, "retry_interval": plc.retry_interval, "give_up_after": plc.give_up_after,
                 "check": plc.check_at_start}
+            if plc is not None and plc.delay_ticks is not None:
+                try:
+                    kw.update(encoder=GpioEncoder(plc.encoder_pin, edge=plc.encoder_edge),  # type: ignore[arg-type]
+                              delay_ticks=plc.delay_ticks)
+                except BaseException:
+                    for out in outputs:
+                        out.close()
+                    raise
             self.rejector = Rejector(outputs, on_report=self._on_report, **kw)
             try:
                 self.rejector.start()

@@ -225,6 +225,10 @@ class _Job(NamedTuple):
     track_id: int
     captured_at: float
     due: float
+    ticks: int | None = None  # with an encoder: the count at which it is due (``due`` is set then)
+
+
+POLL = 0.001  # seconds between looks at the encoder while a reject waits for ticks
 
 
 _IDLE: Any = object()
@@ -240,14 +244,23 @@ class Rejector:
             ``give_up_after`` s past its due time.
         on_report: called on the rejector's thread with every :class:`RejectReport`.
         check: check every output when starting (raises :class:`PlcError` when one is unreachable).
+        encoder, delay_ticks: count the delay in belt travel instead: the signal goes out once the
+            encoder (:class:`edgekit.inspect.encoder.Encoder`) has counted ``delay_ticks`` more ticks
+            than at the crossing frame's capture (a stopped belt holds the reject back; at close, a
+            reject still waiting gets ``give_up_after`` s more, then is reported FAILED).
     """
 
     def __init__(self, outputs: Sequence[RejectOutput], *, delay: float = 0.0, retry_interval: float = 0.2,
                  give_up_after: float = 5.0, on_report: Callable[[RejectReport], None] | None = None,
-                 check: bool = True, max_queue: int = 1000) -> None:
+                 check: bool = True, max_queue: int = 1000, encoder: Any = None,
+                 delay_ticks: int | None = None) -> None:
         if delay < 0 or not retry_interval > 0 or give_up_after < 0:
             raise ConfigError(f"delay and give_up_after must be >= 0 s and retry_interval > 0 s; got {delay}, "
                               f"{give_up_after}, {retry_interval}")
+        if (encoder is None) != (delay_ticks is None) or (delay_ticks is not None and (delay_ticks < 0 or delay)):
+            raise ConfigError("a delay in encoder ticks needs an encoder and delay_ticks >= 0 (and no delay in "
+                              f"seconds); got encoder={encoder!r}, delay_ticks={delay_ticks!r}, delay={delay!r}")
+        self.encoder, self.delay_ticks = encoder, delay_ticks
         self.outputs, self.delay = list(outputs), delay
         self.retry_interval, self.give_up_after = retry_interval, give_up_after
         self.on_report = on_report
@@ -276,9 +289,10 @@ class Rejector:
         """Queue a reject for a part whose crossing frame was captured at ``captured_at``
         (``time.perf_counter()``); never blocks. False (and a DROPPED report) when the queue is full."""
         ok = True
+        ticks = None if self.encoder is None else self.encoder.count_at(captured_at) + self.delay_ticks
         for out in self.outputs:
             try:
-                self._inbox.put_nowait(_Job(out, sequence, track_id, captured_at, captured_at + self.delay))
+                self._inbox.put_nowait(_Job(out, sequence, track_id, captured_at, captured_at + self.delay, ticks))
             except queue.Full:
                 self._report(RejectReport(ReportKind.DROPPED, out.name, sequence, track_id, 0,
                                           error="the reject queue is full: the PLC has not answered for a while"))
@@ -298,9 +312,14 @@ class Rejector:
     def _run(self) -> None:
         # (when, order, action, job, attempts); action "set" writes the signal, "clear" ends its pulse
         pending: list[tuple[float, int, str, _Job, int]] = []
-        stopping = False
-        while not stopping or pending:
+        waiting: list[tuple[int, int, _Job]] = []  # (due count, order, job): rejects waiting for encoder ticks
+        stopping, stop_at = False, 0.0
+        while not stopping or pending or waiting:
+            if waiting:
+                self._due_by_ticks(waiting, pending, stopping and time.perf_counter() > stop_at + self.give_up_after)
             wait = max(0.0, pending[0][0] - time.perf_counter()) if pending else None
+            if waiting:
+                wait = POLL if wait is None else min(wait, POLL)
             if stopping:
                 time.sleep(wait or 0.0)  # what is queued still goes out: a failed part is still kicked
             else:
@@ -309,7 +328,10 @@ class Rejector:
                 except queue.Empty:
                     job = _IDLE
                 if job is None:
-                    stopping = True
+                    stopping, stop_at = True, time.perf_counter()
+                    continue
+                if job is not _IDLE and job.ticks is not None:
+                    heapq.heappush(waiting, (job.ticks, next(self._order), job))
                     continue
                 if job is not _IDLE:
                     heapq.heappush(pending, (job.due, next(self._order), "set", job, 0))
@@ -317,6 +339,19 @@ class Rejector:
             if pending and pending[0][0] <= time.perf_counter():
                 _, _, action, job, attempts = heapq.heappop(pending)
                 self._act(pending, action, job, attempts + 1)
+
+    def _due_by_ticks(self, waiting: list[tuple[int, int, _Job]], pending: list[Any], give_up: bool) -> None:
+        """Move the rejects whose tick count the encoder has reached to ``pending``, due now (or, with
+        ``give_up``, report every one still waiting as FAILED)."""
+        count, now = self.encoder.count, time.perf_counter()
+        while waiting and (waiting[0][0] <= count or give_up):
+            target, _, job = heapq.heappop(waiting)
+            if target <= count:
+                heapq.heappush(pending, (now, next(self._order), "set", job._replace(due=now), 0))
+            else:
+                self._report(RejectReport(ReportKind.FAILED, job.output.name, job.sequence, job.track_id, 0,
+                                          error=f"the encoder was {target - count} ticks short of the ejector "
+                                                "when the rejector closed (the belt stopped?)"))
 
     def _act(self, pending: list[Any], action: str, job: _Job, attempts: int) -> None:
         out = job.output
@@ -345,7 +380,8 @@ class Rejector:
         """Send the rejects still queued (each when due) and end their pulses, stop the thread, close
         the outputs. Waits at most ``timeout`` s (default: what the queued rejects need). Safe twice."""
         if timeout is None:
-            timeout = self.delay + self.give_up_after + max([o.pulse for o in self.outputs], default=0) + 1
+            timeout = self.delay + self.give_up_after * (2 if self.encoder else 1) + max(
+                [o.pulse for o in self.outputs], default=0) + 1
         if self._thread is not None:
             try:
                 self._inbox.put(None, timeout=timeout)
@@ -353,12 +389,12 @@ class Rejector:
                 pass
             self._thread.join(timeout)
             self._thread = None
-        for out in self.outputs:
+        for out in [*self.outputs, *([self.encoder] if self.encoder is not None else [])]:
             try:
                 out.close()
             except Exception:
                 pass
-        self.outputs = []
+        self.outputs, self.encoder = [], None
 
     def __enter__(self) -> Rejector:
         return self.start()

@@ -52,7 +52,11 @@ def test_config_reads_parts_line_and_plc(tmp_path: Path) -> None:
     assert cfg.parts.options.defects == ("scratch", "dent") and cfg.parts.line.direction.value == "left_to_right"
     plc = cfg.parts.plc
     assert plc.modbus.address == 3 and plc.modbus.host == "10.0.0.5" and plc.gpio_pin == 17
-    assert plc.delay == pytest.approx(2.4)
+    assert plc.delay == pytest.approx(2.4) and plc.delay_ticks is None
+    ticks = _config(tmp_path, '[plc]\ngpio_pin = 17\nencoder_pin = 27\ndelay_ticks = 480\nencoder_edge = "both"\n')
+    assert (ticks.parts.plc.encoder_pin, ticks.parts.plc.delay_ticks, ticks.parts.plc.encoder_edge) == (27, 480, "both")
+    counting = _config(tmp_path, parts=PARTS.replace("[line]", "count_score = 0.4\npiece_overlap = 0.7\n[line]"))
+    assert (counting.parts.options.count_score, counting.parts.options.piece_overlap) == (0.4, 0.7)
     assert _config(tmp_path, parts="").parts is None
 
 
@@ -72,6 +76,12 @@ def test_config_reads_parts_line_and_plc(tmp_path: Path) -> None:
     ("[plc]\nhost = \"10.0.0.5\"\ncoil = 1\ndelay = 1\ndistance = 2\nbelt_speed = 1\n", PARTS,
      r"cell.toml:22: plc.delay: give delay .* not both"),
     ("[plc]\ndelay = 1\n", PARTS, r"cell.toml:19: plc: give host and coil"),
+    ("[plc]\ngpio_pin = 17\ndelay_ticks = 480\n", PARTS, r"cell.toml:21: plc.delay_ticks: .* and encoder_pin go together"),
+    ("[plc]\ngpio_pin = 17\nencoder_pin = 27\ndelay_ticks = 480\ndelay = 2\n", PARTS,
+     r"plc.delay_ticks: give the delay in encoder ticks or in seconds"),
+    ("[plc]\ngpio_pin = 17\nencoder_pin = 27\ndelay_ticks = -3\n", PARTS,
+     r"plc.delay_ticks: expected an integer >= 0"),
+    ("", PARTS.replace("[line]", "count_score = 2\n[line]"), r"parts.count_score: expected a number in 0..1"),
     ("[plc]\nhost = \"10.0.0.5\"\ncoils = 1\n", PARTS, r"plc.coils: unknown key; did you mean 'coil'\?"),
     ("", PARTS.replace('defects = ["scratch", "dent"]', 'defects = "scratch"'),
      r"cell.toml:13: parts.defects: expected an array of class names"),

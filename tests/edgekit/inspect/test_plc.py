@@ -133,3 +133,69 @@ def test_belt_delay():
     assert belt_delay(0.6, 0.25) == pytest.approx(2.4)
     with pytest.raises(ConfigError, match="belt speed > 0"):
         belt_delay(0.6, 0)
+
+
+def test_encoder_counts_ticks_and_tells_the_count_at_a_moment():
+    from edgekit.inspect.encoder import Encoder
+
+    enc = Encoder()
+    for t in (1.0, 2.0, 3.0):
+        enc.tick(at=t)
+    enc.tick(2, at=4.0)
+    assert enc.count == 5
+    assert [enc.count_at(m) for m in (0.5, 1.0, 2.5, 3.9, 4.0, 9.0)] == [0, 1, 2, 3, 5, 5]
+
+
+def test_reject_delay_in_encoder_ticks_from_a_gpio_encoder_on_mock_pins():
+    """The delay counted in belt travel: the coil goes out once the encoder counted delay_ticks more
+    ticks than at the crossing frame's capture, however long the belt takes (here it stops for a while)."""
+    from gpiozero.pins.mock import MockFactory
+
+    from edgekit.inspect.encoder import GpioEncoder
+
+    factory = MockFactory()
+    encoder = GpioEncoder(27, pin_factory=factory)
+    pin, out = factory.pin(27), GpioOutput(17, pulse=0.05, pin_factory=factory)
+    reject_pin = factory.pin(17)
+
+    def pulses(n):
+        for _ in range(n):
+            pin.drive_high()
+            pin.drive_low()
+
+    pulses(3)
+    captured = time.perf_counter()
+    pulses(2)  # ticks between the capture and the verdict count too
+    with Rejector([out], encoder=encoder, delay_ticks=10) as rejector:
+        rejector.reject(1, 7, captured)
+        pulses(7)  # 9 of 10: the belt stops short of the ejector
+        time.sleep(0.1)
+        assert not reject_pin.state and rejector.counts[ReportKind.WRITTEN] == 0
+        pulses(1)
+        assert _wait(lambda: rejector.counts[ReportKind.WRITTEN] == 1)
+    assert encoder.count == 13
+    assert [s.state for s in reject_pin.states] == [False, True, False]
+
+
+def test_a_reject_still_waiting_for_ticks_at_close_is_reported_failed():
+    from gpiozero.pins.mock import MockFactory
+
+    from edgekit.inspect.encoder import Encoder
+
+    reports = []
+    out = GpioOutput(18, pulse=0.0, pin_factory=MockFactory())
+    rejector = Rejector([out], encoder=Encoder(), delay_ticks=5, give_up_after=0.1, on_report=reports.append).start()
+    rejector.reject(4, 2, time.perf_counter())
+    rejector.close()
+    assert [(r.kind, r.sequence) for r in reports] == [(ReportKind.FAILED, 4)]
+    assert "5 ticks short of the ejector" in reports[0].error
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"delay_ticks": 10}, "needs an encoder"),
+    ({"delay_ticks": -1, "encoder": object()}, "delay_ticks >= 0"),
+    ({"delay_ticks": 10, "delay": 2.0, "encoder": object()}, "no delay in seconds"),
+])
+def test_bad_tick_delays(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        Rejector([], **kwargs)
