@@ -7,7 +7,9 @@ The video plays again from its start whenever it ends (the same pipeline, reader
 so the loop sees an endless file source. Every --every seconds it records the process's
 resident memory (VmRSS), frames, fps and latency percentiles over the interval; at the end
 it prints the samples and the memory growth after warm-up (RSS at the end minus RSS when
-warm-up ended), the figure README's reliability section quotes.
+warm-up ended), the figure README's reliability section quotes, and the trend of the samples
+after warm-up (a least-squares line, what tests/edgekit/test_soak.py bounds: a leak grows
+steadily, the allocator's one-off steps hardly move it).
 
 Without --model it uses mobilenet_v1_0.25_128_quant.tflite from ../shared/models (a
 classifier) or, absent that, a tiny int8 model it builds itself; without --video it writes
@@ -54,6 +56,8 @@ class SoakResult:
     growth_mb: float
     loops: int
     samples: list[Sample]
+    trend_mb: float = 0.0  # the least-squares slope of RSS over the frames sampled after warm-up, times those frames
+
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -185,7 +189,19 @@ def soak(model: Path, video: Path, *, frames: int | None, seconds: float | None,
     warm = state["rss_warm"] or end
     return SoakResult(str(model), str(video), state["n"], round(time.perf_counter() - t0, 2), warmup_frames,
                       round(warm, 1), round(end, 1), round(max(state["rss_max"], end), 1), round(end - warm, 2),
-                      sum(r.loops for r in readers), samples)
+                      sum(r.loops for r in readers), samples, round(trend(samples, warmup_frames), 2))
+
+
+def trend(samples: list[Sample], after: int) -> float:
+    """MB the RSS grows over the sampled frames after ``after``, by a least-squares line through the
+    samples: a leak grows steadily, while the allocator's one-off steps (a new arena, a bigger free
+    list) move one sample and hardly the line. 0.0 with fewer than 3 samples."""
+    pts = [(s.frames, s.rss_mb) for s in samples if s.frames >= after]
+    if len(pts) < 3:
+        return 0.0
+    x, y = np.array(pts, dtype=np.float64).T
+    slope = np.polyfit(x, y, 1)[0]
+    return float(slope * (x[-1] - x[0]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{result.frames} frames in {result.seconds:.0f} s ({result.frames / result.seconds:.0f} fps), "
           f"the clip looped {result.loops} times; RSS {result.rss_after_warmup_mb:.1f} MB after "
           f"{result.warmup_frames} warm-up frames, {result.rss_end_mb:.1f} MB at the end "
-          f"(growth {result.growth_mb:+.2f} MB), peak {result.rss_max_mb:.1f} MB")
+          f"(growth {result.growth_mb:+.2f} MB; trend over the samples {result.trend_mb:+.2f} MB), "
+          f"peak {result.rss_max_mb:.1f} MB")
     if args.json:
         args.json.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     return 0

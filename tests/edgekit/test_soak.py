@@ -15,21 +15,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_GROWTH_MB = 4.0
+MAX_GROWTH_MB = 4.0  # the trend through the samples after warm-up
+MAX_STEP_MB = 10.0  # end minus warm-up: one sample, so the allocator's steps show in it (4.3 MB on a loaded CI run)
 
 
 @pytest.mark.slow
 def test_20000_frames_do_not_grow_memory(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--frames", "20000",
-                           "--warmup", "2000", "--every", "5", "--json", str(out)],
+                           "--warmup", "2000", "--every", "0.5", "--json", str(out)],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["frames"] == 20000 and result["loops"] >= 100, result
-    assert result["growth_mb"] < MAX_GROWTH_MB, (
-        f"RSS grew {result['growth_mb']} MB after warm-up: " + ", ".join(
-            f"{s['frames']}: {s['rss_mb']} MB" for s in result["samples"]))
+    samples = ", ".join(f"{s['frames']}: {s['rss_mb']} MB" for s in result["samples"])
+    assert len([s for s in result["samples"] if s["frames"] >= 2000]) >= 3, samples
+    assert result["trend_mb"] < MAX_GROWTH_MB, f"RSS trend {result['trend_mb']} MB after warm-up: {samples}"
+    assert result["growth_mb"] < MAX_STEP_MB, f"RSS grew {result['growth_mb']} MB after warm-up: {samples}"
     assert all(s["fps"] > 0 for s in result["samples"][1:])
 
 
