@@ -13,7 +13,6 @@ through gpiozero (tests drive gpiozero's mock pins); anything else calls :meth:`
 
 from __future__ import annotations
 
-import bisect
 import collections
 import threading
 import time
@@ -54,9 +53,13 @@ class Encoder:
 
     def count_at(self, moment: float) -> int:
         """The count at ``moment`` (``time.perf_counter()``): the ticks that came at or before it."""
+        later = 0  # ticks after ``moment``: a few, counted from the newest (this runs on the loop's thread)
         with self._lock:
-            times, count = list(self._times), self._count
-        return count - (len(times) - bisect.bisect_right(times, moment))
+            for when in reversed(self._times):
+                if when <= moment:
+                    break
+                later += 1
+            return self._count - later
 
     def close(self) -> None:
         pass

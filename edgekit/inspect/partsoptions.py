@@ -65,12 +65,11 @@ class PartsOptions:
         both = sorted(set(self.parts) & set(self.defects))
         if both:
             raise ConfigError(f"{at}{', '.join(map(repr, both))} cannot be both a part and a defect")
-        for name in ("min_overlap", "part_threshold", "defect_threshold", "piece_overlap"):
+        for name in ("min_overlap", "part_threshold", "defect_threshold", "piece_overlap", "count_score"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{at}{name} must be within 0..1, got {getattr(self, name)!r}")
-        if not 0.0 <= self.count_score <= 1.0 or self.count_wait < 0:
-            raise ConfigError(f"{at}count_score must be within 0..1 and count_wait >= 0; got {self.count_score!r} "
-                              f"and {self.count_wait!r}")
+        if self.count_wait < 0:
+            raise ConfigError(f"{at}count_wait must be >= 0 frames, got {self.count_wait!r}")
         if self.min_frames < 1 or not self.min_score_sum > 0 or not 1 <= self.crop_quality <= 100:
             raise ConfigError(f"{at}min_frames must be >= 1, min_score_sum > 0 and crop_quality 1..100; got "
                               f"{self.min_frames}, {self.min_score_sum}, {self.crop_quality}")

@@ -72,30 +72,28 @@ class PartsStage:
 
     def open(self) -> PartsStage:
         plc = self.config.plc
-        outputs = self._outputs
-        if outputs is None and plc is not None:
-            outputs = []
-            try:
+        outputs, encoder = self._outputs, None
+        made: list[Any] = []  # what this stage opens, closed again when a later one fails
+        try:
+            if outputs is None and plc is not None:
                 if plc.modbus is not None:
-                    outputs.append(ModbusOutput(plc.modbus))
+                    made.append(ModbusOutput(plc.modbus))
                 if plc.gpio_pin is not None:
-                    outputs.append(GpioOutput(plc.gpio_pin, pulse=plc.gpio_pulse))
-            except BaseException:
-                for out in outputs:
-                    out.close()
-                raise
+                    made.append(GpioOutput(plc.gpio_pin, pulse=plc.gpio_pulse))
+                outputs = list(made)
+            if outputs and plc is not None and plc.delay_ticks is not None:
+                encoder = GpioEncoder(plc.encoder_pin, edge=plc.encoder_edge)  # type: ignore[arg-type]
+                made.append(encoder)
+        except BaseException:
+            for device in made:
+                device.close()
+            raise
         if outputs:
             kw: dict[str, Any] = {} if plc is None else {
                 "delay": plc.delay, "retry_interval": plc.retry_interval, "give_up_after": plc.give_up_after,
                 "check": plc.check_at_start}
-            if plc is not None and plc.delay_ticks is not None:
-                try:
-                    kw.update(encoder=GpioEncoder(plc.encoder_pin, edge=plc.encoder_edge),  # type: ignore[arg-type]
-                              delay_ticks=plc.delay_ticks)
-                except BaseException:
-                    for out in outputs:
-                        out.close()
-                    raise
+            if encoder is not None:
+                kw.update(encoder=encoder, delay_ticks=plc.delay_ticks)  # type: ignore[union-attr]
             self.rejector = Rejector(outputs, on_report=self._on_report, **kw)
             try:
                 self.rejector.start()

@@ -52,3 +52,20 @@ def test_looping_reader_starts_the_clip_again(tmp_path: Path) -> None:
     assert all(f is not None and f.shape == (48, 64, 3) for f in frames)
     assert reader.loops == 2
     assert int(abs(frames[0].astype(int) - frames[5].astype(int)).max()) <= 8  # frame 0 again (JPEG noise)
+
+
+def test_trend_follows_a_steady_leak_more_than_a_one_off_step() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import soak
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    def samples(rss: list[float]) -> list:
+        return [soak.Sample(float(i), 2000 + 1000 * i, r, 100.0, 1.0, 2.0) for i, r in enumerate(rss)]
+
+    leak = [80.0 + 0.5 * i for i in range(17)]  # 8 MB over the run
+    step = [80.0] * 15 + [84.4, 84.4]  # the allocator steps once near the end (like the CI run that failed)
+    assert soak.trend(samples(leak), 2000) == pytest.approx(8.0)
+    assert soak.trend(samples(step), 2000) < 3.0  # 4.4 MB at the end reads as 2.6: under the 4 MB bound
+    assert soak.trend(samples(leak[:2]), 2000) == 0.0  # too few samples to draw a line

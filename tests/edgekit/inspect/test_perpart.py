@@ -230,3 +230,35 @@ def test_stop_mid_run_loses_no_part_event_and_still_sends_due_rejects(tmp_path: 
     assert [e["payload"]["part"] for e in events if e["kind"] == "part"] == [v.sequence for v in seen]
     assert [(fc, addr) for fc, addr, _ in modbus_server.sets] == [(5, 2)]  # sent after the stop, when due
     assert events[-1]["kind"] == "status" and events[-1]["payload"]["state"] == "stopped"
+
+
+def test_plc_encoder_from_the_config_holds_the_reject_for_its_ticks(tmp_path: Path, monkeypatch) -> None:
+    """[plc] encoder_pin + delay_ticks: the stage opens a GPIO encoder on the pin and the reject waits
+    for the belt's ticks (gpiozero's mock pins stand in for the Pi's)."""
+    gpiozero = pytest.importorskip("gpiozero")
+    from gpiozero.pins.mock import MockFactory
+
+    from edgekit.inspect.encoder import GpioEncoder
+    from edgekit.inspect.events import EventEmitter
+    from edgekit.inspect.perpart import PartsStage
+    from edgekit.inspect.plc import ReportKind
+
+    factory = MockFactory()
+    monkeypatch.setattr(gpiozero.Device, "pin_factory", factory)
+    cfg = _config(tmp_path, "[plc]\ngpio_pin = 17\ngpio_pulse = 0.05\nencoder_pin = 27\ndelay_ticks = 4\n")
+    with PartsStage(cfg.parts, EventEmitter("cell-9"), None, tmp_path) as stage:
+        rejector = stage.rejector
+        encoder_pin, reject_pin = factory.pin(27), factory.pin(17)
+        assert isinstance(rejector.encoder, GpioEncoder) and rejector.delay_ticks == 4
+        rejector.reject(1, 3, time.perf_counter())
+        for _ in range(3):
+            encoder_pin.drive_high()
+            encoder_pin.drive_low()
+        time.sleep(0.1)
+        assert rejector.counts[ReportKind.WRITTEN] == 0 and not reject_pin.state
+        encoder_pin.drive_high()
+        deadline = time.monotonic() + 5
+        while rejector.counts[ReportKind.WRITTEN] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert rejector.counts[ReportKind.WRITTEN] == 1
+    assert [s.state for s in reject_pin.states][:2] == [False, True]
