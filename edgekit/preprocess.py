@@ -277,6 +277,11 @@ def write_channels_first(image: np.ndarray, target: np.ndarray, spec: TensorSpec
                          f"{image.shape[1]}x{image.shape[0]} image, got {target.shape}")
     swap = bgr != (norm is not None and norm.color is ColorOrder.BGR)  # the model's channel c is the image's 2 - c
     mean, std = _mean_std(norm)
+    lut = _lut(spec, mean, std)
+    if lut is not None:  # looked up channels-last in OpenCV, then one transposing copy
+        src = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if swap else np.ascontiguousarray(image)
+        view[...] = cv2.LUT(src, lut).transpose(2, 0, 1)
+        return
     for c in range(3):
         _fill(image[:, :, 2 - c if swap else c], view[c], spec, None if mean is None else mean[c],
               None if std is None else std[c])
@@ -300,13 +305,44 @@ def write_channels_last(image: np.ndarray, target: np.ndarray, spec: TensorSpec,
                          f"{image.shape[1]}x{image.shape[0]} image, got {target.shape}")
     swap = bgr != (norm is not None and norm.color is ColorOrder.BGR)
     src = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if swap else np.ascontiguousarray(image)
+    mean, std = _mean_std(norm)
+    lut = _lut(spec, mean, std)
+    if lut is not None:  # one table look-up per value, in OpenCV (which lets the other threads run)
+        if view.flags.c_contiguous:
+            cv2.LUT(src, lut, dst=view)
+        else:
+            view[...] = cv2.LUT(src, lut)
+        return
     h, w = src.shape[:2]
     # Rows of W*3 values: numpy's inner loops then run along a row, not over 3 channels.
     out = view.reshape(h, w * 3) if view.flags.c_contiguous else view
-    mean, std = _mean_std(norm)
     if out is not view:
         mean, std = (None if mean is None else np.tile(mean, w)), (None if std is None else np.tile(std, w))
     _fill(src.reshape(h, w * 3) if out is not view else src, out, spec, mean, std)
+
+
+# Input types OpenCV's LUT can write (its table's depth is the output's).
+_LUT_TYPES = frozenset(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.float32))
+_LUTS: dict[tuple[Any, ...], np.ndarray] = {}
+
+
+def _lut(spec: TensorSpec, mean: np.ndarray | None, std: np.ndarray | None) -> np.ndarray | None:
+    """The (1, 256, 3) table of what :func:`_fill` writes for each pixel value in each channel (computed
+    by :func:`_fill` itself, so the values are the same to the bit); None for a type OpenCV's LUT does
+    not write. Each value of a uint8 image maps to one input value per channel, so a frame costs one
+    look-up per value instead of a subtract, a divide, a round, a clip and a cast over the whole frame."""
+    dtype = np.dtype(spec.dtype)
+    if dtype not in _LUT_TYPES:
+        return None
+    key = (dtype.str, spec.scale, spec.zero_point, None if mean is None else mean.tobytes(),
+           None if std is None else std.tobytes())
+    lut = _LUTS.get(key)
+    if lut is None:
+        ramp = np.repeat(np.arange(256, dtype=np.uint8), 3).reshape(1, 768)  # (v, v, v) for v in 0..255
+        table = np.empty((1, 768), dtype)
+        _fill(ramp, table, spec, None if mean is None else np.tile(mean, 256), None if std is None else np.tile(std, 256))
+        lut = _LUTS[key] = table.reshape(1, 256, 3)
+    return lut
 
 
 def _mean_std(norm: Normalization | None) -> tuple[np.ndarray | None, np.ndarray | None]:

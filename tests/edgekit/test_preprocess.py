@@ -325,6 +325,31 @@ def test_to_input_values(spec: TensorSpec, norm: Normalization | None, pixel: in
     assert float(x.flat[0]) == pytest.approx(expected, abs=1e-3)
 
 
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize(("spec", "norm"), [
+    (_spec(np.int8, 1.0, -128), Normalization(0, 1)),  # the demo detector's input
+    (_spec(np.uint8, 1 / 255, 0), Normalization((123.675, 116.28, 103.53), (58.395, 57.12, 57.375))),
+    (_spec(np.int8, 0.0187, 12), Normalization((123.675, 116.28, 103.53), (58.395, 57.12, 57.375), "BGR")),
+    (_spec(np.float32), Normalization((123.675, 116.28, 103.53), (58.395, 57.12, 57.375))),
+    (_spec(np.int16, 1 / 32768, 0), None),
+])
+def test_every_pixel_value_is_written_as_the_arithmetic_gives(spec: TensorSpec, norm: Normalization | None,
+                                                              layout: str) -> None:
+    # The writers look values up in a per-channel table; each of the 256 values in each channel must be
+    # what subtracting, dividing and quantizing give, and land in the model's channel order.
+    rng = np.random.default_rng(0)
+    img = np.stack([rng.permutation(256).astype(np.uint8).reshape(16, 16) for _ in range(3)], axis=-1)
+    mean = np.float32(norm.mean if norm else 127.5) * np.ones(3, np.float32)
+    std = np.float32(norm.std if norm else 127.5) * np.ones(3, np.float32)
+    rgb = img[..., ::-1] if norm is not None and norm.color is ColorOrder.BGR else img
+    expected = spec.quantize((rgb.astype(np.float32) - mean) / std)
+    shape = (1, 16, 16, 3) if layout == "NHWC" else (1, 3, 16, 16)
+    x = to_input(img, TensorSpec(spec.name, 0, shape, spec.dtype, spec.scale, spec.zero_point), norm)
+    got = x[0] if layout == "NHWC" else x[0].transpose(1, 2, 0)
+    assert got.dtype == spec.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_to_input_passes_uint8_pixels_through() -> None:
     img = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
     x = to_input(img, _spec(np.uint8, 1 / 128, 128))
