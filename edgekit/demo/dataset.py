@@ -29,6 +29,7 @@ from edgekit.errors import InputError
 __all__ = ["CLASS_NAMES", "Sample", "Splits", "generate", "make_splits", "load_split", "paste"]
 
 MIN_VISIBLE = 0.5  # label an object only when at least this fraction of it is in the frame
+ROW_SHARE = 0.3  # images with 2-4 parts side by side, touching or nearly (the rest: 0-3 parts apart)
 LABELS_FILE = "labels.json"
 
 
@@ -129,16 +130,38 @@ def _layout(rng: np.random.Generator, sprites: list[Sprite], size: int, scale: f
     return corners
 
 
-def render_sample(rng: np.random.Generator, size: int, with_masks: bool = False) -> Sample:
-    """One still image: belt, 0-3 parts (most with defects), lighting."""
+def _row(rng: np.random.Generator, sprites: list[Sprite], size: int, scale: float) -> list[tuple[int, int] | None]:
+    """Top-left corners for sprites side by side as a belt carries them when parts bunch up: each box
+    0-3% of the frame from the last (often touching), each at its own height, the first partly out of
+    the frame at times. A sprite less than ~70% inside the frame is left out (None), as in :func:`_layout`."""
+    top, bottom = belt_rows(size, scale)
+    x = -rng.uniform(0.0, 0.3) * sprites[0].alpha.shape[1] if sprites else 0.0
+    corners: list[tuple[int, int] | None] = []
+    for sp in sprites:
+        h, w = sp.alpha.shape
+        y = int(rng.integers(top - 2, max(top - 1, bottom - h + 3)))
+        corners.append((int(round(x)), y) if x + 0.7 * w <= size else None)
+        x += w + rng.uniform(0.0, 0.03) * size
+    return corners
+
+
+def render_sample(rng: np.random.Generator, size: int, with_masks: bool = False,
+                  row: np.random.Generator | None = None) -> Sample:
+    """One still image: belt, 0-3 parts (most with defects), lighting.
+
+    ``row``: a second random stream that decides whether this image shows ``ROW_SHARE`` parts in a row,
+    touching or nearly (what a detector must tell apart on a bunched-up belt) instead of apart; images it
+    leaves apart are the same as without it."""
     scale = size / 160
     canvas = belt_texture(rng, size, size, scale)
     light = random_lighting(rng, size, scale)
-    n_parts = int(rng.choice([0, 1, 2, 2, 3, 3, 3]))
+    in_row = row is not None and row.random() < ROW_SHARE
+    n_parts = int(row.choice([2, 3, 3, 4])) if in_row and row is not None else int(rng.choice([0, 1, 2, 2, 3, 3, 3]))
     sprites = [render_part(rng, scale) for _ in range(n_parts)]
     masks: list[np.ndarray] | None = [] if with_masks else None
     boxes, ids = [], []
-    for sp, corner in zip(sprites, _layout(rng, sprites, size, scale)):
+    corners = _row(rng, sprites, size, scale) if in_row else _layout(rng, sprites, size, scale)
+    for sp, corner in zip(sprites, corners):
         if corner is None:
             continue
         for cls, box, _ in paste(canvas, sp, corner[0], corner[1], light.shadow, masks):
@@ -152,7 +175,8 @@ def render_sample(rng: np.random.Generator, size: int, with_masks: bool = False)
 
 def _generate(n: int, key: tuple[int, ...], size: int, with_masks: bool) -> list[Sample]:
     # One generator per image keyed by its index: image i is the same whatever n is.
-    return [render_sample(np.random.default_rng((*key, i)), size, with_masks) for i in range(n)]
+    return [render_sample(np.random.default_rng((*key, i)), size, with_masks, np.random.default_rng((*key, i, 1)))
+            for i in range(n)]
 
 
 def generate(n: int, seed: int = 0, size: int = 160, with_masks: bool = False) -> list[Sample]:

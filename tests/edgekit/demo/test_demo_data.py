@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from edgekit.demo.conveyor import make_video
-from edgekit.demo.dataset import CLASS_NAMES, Sample, generate, load_split, make_splits
+from edgekit.demo.dataset import ROW_SHARE, CLASS_NAMES, Sample, generate, load_split, make_splits, render_sample
 from edgekit.errors import InputError
 
 PART = CLASS_NAMES.index("part")
@@ -40,6 +40,24 @@ def test_image_size_dtype_and_boxes_inside(size: int) -> None:
         assert np.all(s.boxes[:, :2] >= 0) and np.all(s.boxes[:, 2:] <= size)
         assert np.all(s.boxes[:, 2:] > s.boxes[:, :2])
         assert set(s.class_ids.tolist()) <= set(range(len(CLASS_NAMES)))
+
+
+def test_a_share_of_images_holds_parts_side_by_side() -> None:
+    # Parts bunched up on a belt touch; the training images must show the detector such rows, or it boxes
+    # two touching parts as one. The other images are those of the layout with parts apart.
+    samples = generate(200, seed=9)
+    in_row = [np.random.default_rng((9, i, 1)).random() < ROW_SHARE for i in range(200)]
+    assert 0.2 < np.mean(in_row) < 0.4
+    touching = 0
+    for i, (s, row) in enumerate(zip(samples, in_row)):
+        boxes = s.boxes[s.class_ids == PART]
+        if row:
+            order = boxes[np.argsort(boxes[:, 0])]
+            touching += bool(len(order) > 1 and np.any(order[1:, 0] - order[:-1, 2] <= 8))
+        else:
+            apart = render_sample(np.random.default_rng((9, i)), 160)
+            assert apart.image.tobytes() == s.image.tobytes() and apart.boxes.tobytes() == s.boxes.tobytes()
+    assert touching >= 0.35 * sum(in_row)  # boxes are tight on the shapes, which do not fill their squares
 
 
 def test_every_class_appears_in_a_small_set() -> None:
