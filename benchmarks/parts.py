@@ -15,7 +15,8 @@ reject reaches the PLC.
     >= 0.95, with the process CPU per frame beside it and the load average (other processes take
     the cores too: the ratio moves with the load, the CPU per frame less).
 (3) Count error and verdict accuracy on belt videos the demo's generator makes with other seeds
-    (--seeds), belt speeds (4, 8, 12 px/frame) and spacings (spaced, close, touching), through the
+    (--seeds), belt speeds (4, 8, 12 px/frame) and spacings (spaced, close, touching), defect mixes
+    (--defect-share) and parts entering side by side (--abreast), through the
     same int8 model; each clip is scored up to a moment no part is crossing, verdicts paired with
     the true parts by crossing frame (missed and extra parts counted apart).
 (4) Line crossing to Modbus coil write alone: a verdict handed to the Rejector (delay 0) until
@@ -230,11 +231,13 @@ def quiet_end(crossings: list[int], n_frames: int) -> int:
     return max(e for e in range(n_frames // 2, n_frames - 1) if not any(e - 4 <= c < e + 2 for c in crossings))
 
 
-def other_belts(demo: Path, frames: int, seeds: list[int], speeds: list[float]) -> None:
+def other_belts(demo: Path, frames: int, seeds: list[int], speeds: list[float], *, defect_share: float = 0.5,
+                abreast: float = 0.0) -> None:
     model = demo / "detector_int8.tflite"
     if not model.exists():
         return
-    print(f"(3) generated belt videos ({frames} frames, 320x320, 15 fps, line at x = 160) through the int8 model; "
+    print(f"(3) generated belt videos ({frames} frames, 320x320, 15 fps, line at x = 160; defective parts "
+          f"{defect_share:.0%}, places with two parts abreast {abreast:.0%}) through the int8 model; "
           "verdicts paired with the truth by crossing frame (within 8)")
     print("    seed  speed px/f  spacing    parts  counted  missed  extra  verdicts right")
     totals = {"err": 0, "missed": 0, "extra": 0, "right": 0, "parts": 0, "belts": 0, "exact": 0}
@@ -243,7 +246,7 @@ def other_belts(demo: Path, frames: int, seeds: list[int], speeds: list[float]) 
             for speed in speeds:
                 for name, gap in SPACINGS.items():
                     truth = make_video(Path(tmp) / "b.avi", n_frames=frames, fps=15.0, seed=seed, speed=speed,
-                                       gap=gap)
+                                       gap=gap, defect_share=defect_share, abreast=abreast)
                     expected = crossing_truth(truth.frames, part_class=PART, line_x=160,
                                               defects={p.part_id: p.defects for p in truth.parts})
                     end = quiet_end([p.crossed_frame for p in expected], frames)
@@ -282,6 +285,9 @@ def main() -> None:
     ap.add_argument("--seeds", default="11-15", help="belt seeds in (3): 11-15 or 1,2,3 (1-10 were used "
                                                      "while tuning the tracker's belt settings)")
     ap.add_argument("--speeds", default="4,8,12", help="belt speeds in (3), pixels per frame")
+    ap.add_argument("--defect-share", type=float, default=0.5, help="chance that a part of (3) has defects")
+    ap.add_argument("--abreast", type=float, default=0.0,
+                    help="share of places in (3) where two parts ride side by side, entering together")
     ap.add_argument("--only", choices=["cost", "demo", "belts", "modbus"], help="run one part")
     args = ap.parse_args()
     lo, _, hi = args.seeds.partition("-")
@@ -295,7 +301,7 @@ def main() -> None:
         if args.only in (None, "demo"):
             demo_video(args.demo, args.rounds, args.repeat, port)
         if args.only in (None, "belts"):
-            other_belts(args.demo, args.frames, seeds, speeds)
+            other_belts(args.demo, args.frames, seeds, speeds, defect_share=args.defect_share, abreast=args.abreast)
         if args.only in (None, "modbus"):
             modbus_latency(port)
     finally:

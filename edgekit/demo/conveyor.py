@@ -68,18 +68,35 @@ class VideoTruth:
                             "part_ids": f.part_ids.tolist()} for f in self.frames]}
 
 
-def _schedule(rng: np.random.Generator, n_frames: int, speed: float, size: int,
-              scale: float, gap: tuple[float, float] = (0.1, 0.45)) -> list[tuple[Sprite, float, int]]:
-    """Parts with their belt position at frame 0 (x of the left edge) and row; spaced with gaps."""
+def _schedule(rng: np.random.Generator, n_frames: int, speed: float, size: int, scale: float,
+              gap: tuple[float, float] = (0.1, 0.45), defect_share: float = 0.5,
+              abreast: float = 0.0) -> list[tuple[Sprite, float, int]]:
+    """Parts with their belt position at frame 0 (x of the left edge) and row; spaced with gaps. With
+    ``abreast`` > 0, that share of the places holds two parts side by side (one along each rail, their
+    leading edges within a few pixels), when two that fit across the belt turn up in 6 draws."""
     top, bottom = belt_rows(size, scale)
     parts, x = [], size * 0.55  # the first part is already in view at frame 0
     travel = speed * n_frames
     while x > -travel - size:
-        sprite = render_part(rng, scale, p_defect=0.5)  # a realistic mix of good and bad parts
+        sprite = render_part(rng, scale, p_defect=defect_share)
         h, w = sprite.alpha.shape
-        x -= w
-        y = int(rng.integers(top - 2, max(top - 1, bottom - h + 3)))
-        parts.append((sprite, x, y))
+        other = None
+        if abreast and rng.random() < abreast:  # no draw at all when 0: the single-file clips stay as they were
+            for _ in range(6):
+                candidate = render_part(rng, scale, p_defect=defect_share)
+                if h + candidate.alpha.shape[0] <= bottom - top + 4:
+                    other = candidate
+                    break
+        if other is None:
+            y = int(rng.integers(top - 2, max(top - 1, bottom - h + 3)))
+            parts.append((sprite, x - w, y))
+            x -= w
+        else:
+            w2 = other.alpha.shape[1]
+            lead = x - rng.uniform(0.0, 0.03) * size  # the second one's leading edge, a little behind
+            parts.append((sprite, x - w, top - 2))
+            parts.append((other, lead - w2, bottom - other.alpha.shape[0] + 2))
+            x = min(x - w, lead - w2)
         x -= rng.uniform(*gap) * size
     return parts
 
@@ -101,12 +118,14 @@ def _place_parts(canvas: np.ndarray, parts: list[tuple[Sprite, float, int]], tra
 
 def make_video(path: str | os.PathLike[str], n_frames: int = 300, fps: float = 15.0, seed: int = 0,
                size: int = 320, speed: float | None = None,
-               gap: tuple[float, float] = (0.1, 0.45)) -> VideoTruth:
+               gap: tuple[float, float] = (0.1, 0.45), defect_share: float = 0.5, abreast: float = 0.0) -> VideoTruth:
     """Write an MJPG .avi of parts passing left to right on the belt; return the truth for every frame.
 
     ``size`` is the square frame side (the same scene as a ``size``-pixel still image); ``speed`` is in
     pixels per frame (default: a part crosses the frame in about 4 seconds); ``gap`` the range the
-    space between two parts is drawn from, in frame widths (``(0, 0)``: parts touching).
+    space between two parts is drawn from, in frame widths (``(0, 0)``: parts touching); ``defect_share``
+    the chance that a part has defects (1-3); ``abreast`` the share of places where two parts ride side
+    by side and enter the frame together.
 
     Raises:
         InputError: bad arguments (path not .avi, too few frames, fps or size out of range).
@@ -117,6 +136,8 @@ def make_video(path: str | os.PathLike[str], n_frames: int = 300, fps: float = 1
         raise InputError(f"make_video writes Motion-JPEG in an .avi container; got {path!r}: use a .avi path")
     if n_frames < 1 or not fps > 0:
         raise InputError(f"need n_frames >= 1 and fps > 0, got n_frames={n_frames}, fps={fps}")
+    if not (0.0 <= defect_share <= 1.0 and 0.0 <= abreast <= 1.0):
+        raise InputError(f"defect_share and abreast are shares within 0..1, got {defect_share!r} and {abreast!r}")
     check_size(size)
     scale = size / 160
     speed = speed if speed is not None else size / (4.0 * fps)
@@ -124,7 +145,7 @@ def make_video(path: str | os.PathLike[str], n_frames: int = 300, fps: float = 1
     period = size * 2
     belt = belt_texture(rng, size, period, scale)
     light = random_lighting(rng, size, scale)
-    parts = _schedule(rng, n_frames, speed, size, scale, gap)
+    parts = _schedule(rng, n_frames, speed, size, scale, gap, defect_share, abreast)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"MJPG"), float(fps), (size, size))
     if not writer.isOpened():

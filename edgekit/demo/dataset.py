@@ -133,14 +133,14 @@ def _layout(rng: np.random.Generator, sprites: list[Sprite], size: int, scale: f
 def _row(rng: np.random.Generator, sprites: list[Sprite], size: int, scale: float) -> list[tuple[int, int] | None]:
     """Top-left corners for sprites side by side as a belt carries them when parts bunch up: each box
     0-3% of the frame from the last (often touching), each at its own height, the first partly out of
-    the frame at times. A sprite less than ~70% inside the frame is left out (None), as in :func:`_layout`."""
+    the frame at times and the last often cut by the other edge: as a belt's frame edges cut parts. (A part
+    less than half in the frame is not labelled, as everywhere; defects of it that are are.)"""
     top, bottom = belt_rows(size, scale)
-    x = -rng.uniform(0.0, 0.3) * sprites[0].alpha.shape[1] if sprites else 0.0
+    x = -rng.uniform(0.0, 0.5) * sprites[0].alpha.shape[1] if sprites else 0.0
     corners: list[tuple[int, int] | None] = []
     for sp in sprites:
         h, w = sp.alpha.shape
-        y = int(rng.integers(top - 2, max(top - 1, bottom - h + 3)))
-        corners.append((int(round(x)), y) if x + 0.7 * w <= size else None)
+        corners.append((int(round(x)), int(rng.integers(top - 2, max(top - 1, bottom - h + 3)))))
         x += w + rng.uniform(0.0, 0.03) * size
     return corners
 
