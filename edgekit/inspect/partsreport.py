@@ -21,12 +21,13 @@ __all__ = ["PartRow", "PartsScore", "TruePart", "crossing_truth", "parts_section
 
 @dataclass(frozen=True)
 class TruePart:
-    """A part of the ground truth: its id in the scene, its defects (none: good) and the frame its
-    box centre crossed the line."""
+    """A part of the ground truth: its id in the scene, its defects (none: good), the frame its box
+    centre crossed the line and the row of that centre (None: not known)."""
 
     part_id: int
     defects: tuple[str, ...]
     crossed_frame: int
+    row: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -109,7 +110,7 @@ def score_parts(verdicts: Sequence[PartVerdict], truth: Sequence[TruePart], *,
         pairs = [(verdicts[i] if i < len(verdicts) else None, truth[i] if i < len(truth) else None)
                  for i in range(n)]
     else:
-        pairs = _align(verdicts, truth, within)
+        pairs = _untangle(_align(verdicts, truth, within), within)
     rows = tuple(PartRow(i + 1, v, t) for i, (v, t) in enumerate(pairs))
     return PartsScore(rows, len(verdicts), len(truth))
 
@@ -143,6 +144,26 @@ def _align(verdicts: Sequence[PartVerdict], truth: Sequence[TruePart],
     return out[::-1]
 
 
+ROW_MARGIN = 40.0  # pixels: parts side by side ride rows apart; a verdict's box may be cut or merged
+
+
+def _untangle(pairs: list[tuple[PartVerdict | None, TruePart | None]],
+              within: int) -> list[tuple[PartVerdict | None, TruePart | None]]:
+    """Two parts side by side cross within a frame or two of each other, in either order: pair each such
+    verdict with the true part in its row (the centre of its box) when the truth knows the rows and the
+    rows tell them apart by ``ROW_MARGIN`` pixels more than the crossing order does."""
+    out = list(pairs)
+    for i in range(len(out) - 1):
+        (va, ta), (vb, tb) = out[i], out[i + 1]
+        if va is None or vb is None or ta is None or tb is None or ta.row is None or tb.row is None:
+            continue
+        ya, yb = (va.box[1] + va.box[3]) / 2, (vb.box[1] + vb.box[3]) / 2
+        if (abs(va.crossed_frame - tb.crossed_frame) <= within and abs(vb.crossed_frame - ta.crossed_frame) <= within
+                and abs(ya - tb.row) + abs(yb - ta.row) + ROW_MARGIN < abs(ya - ta.row) + abs(yb - tb.row)):
+            out[i], out[i + 1] = (va, tb), (vb, ta)
+    return out
+
+
 def crossing_truth(frames: Sequence[Any], *, part_class: int, line_x: float,
                    defects: Mapping[int, Sequence[str]]) -> list[TruePart]:
     """The parts whose box centre crosses ``x = line_x`` left to right, in crossing order.
@@ -151,15 +172,16 @@ def crossing_truth(frames: Sequence[Any], *, part_class: int, line_x: float,
     (``edgekit.demo.conveyor.FrameTruth``); ``defects``: each part id's defect labels.
     """
     side: dict[int, bool] = {}
-    crossed: dict[int, int] = {}
+    crossed: dict[int, tuple[int, float]] = {}
     for t, f in enumerate(frames):
         boxes, ids, owners = np.asarray(f.boxes), np.asarray(f.class_ids), np.asarray(f.part_ids)
         for box, pid in zip(boxes[ids == part_class], owners[ids == part_class].tolist()):
             right = (box[0] + box[2]) / 2 > line_x
             if side.get(pid) is False and right and pid not in crossed:
-                crossed[pid] = t
+                crossed[pid] = (t, float(box[1] + box[3]) / 2)
             side[pid] = bool(right)
-    return [TruePart(pid, tuple(defects.get(pid, ())), t) for pid, t in sorted(crossed.items(), key=lambda kv: kv[1])]
+    return [TruePart(pid, tuple(defects.get(pid, ())), t, row)
+            for pid, (t, row) in sorted(crossed.items(), key=lambda kv: kv[1][0])]
 
 
 def parts_tables(width: int, height: int, *, classes: Sequence[str] = ("part",),

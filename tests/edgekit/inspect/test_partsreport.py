@@ -96,3 +96,27 @@ def test_score_within_frames_pairs_by_crossing_frame():
     assert [(r.verdict.sequence if r.verdict else None, r.truth.part_id if r.truth else None)
             for r in aligned.rows] == [(1, 0), (None, 1), (2, 2), (3, 3), (4, None)]
     assert aligned.right == 3 and aligned.count_error == 0 and (aligned.missed, aligned.extra) == (1, 1)
+
+
+
+def test_parts_side_by_side_are_paired_by_row(tmp_path: Path):
+    """Two parts abreast cross a frame apart, in either order: each verdict goes with the true part in
+    its row (crossing_truth keeps the row of each crossing), not with whichever crossed first."""
+    from edgekit.inspect.parts import Outcome, PartVerdict
+
+    def verdict(seq: int, frame: int, outcome: Outcome, row: float) -> PartVerdict:
+        return PartVerdict(seq, seq, "part", outcome, (), (), 0, 9, 10, 0.0, 1.0, frame, 1.0, 0.0, "line",
+                           (100, row - 30, 160, row + 30), 3, 0.9)
+
+    truth = [TruePart(0, ("dent",), 10, row=240.0), TruePart(1, (), 11, row=80.0)]
+    verdicts = [verdict(1, 10, Outcome.PASS, 85.0), verdict(2, 11, Outcome.FAIL, 236.0)]
+    score = score_parts(verdicts, truth, within=8)
+    assert [(r.verdict.sequence, r.truth.part_id) for r in score.rows] == [(1, 1), (2, 0)]
+    assert score.right == 2
+    assert score_parts(verdicts, truth).right == 0  # in crossing order alone both pairs are wrong
+
+    video = make_video(tmp_path / "b.avi", n_frames=40, seed=3, speed=12, gap=(0.02, 0.08), abreast=1.0)
+    crossing = crossing_truth(video.frames, part_class=PART, line_x=160,
+                              defects={p.part_id: p.defects for p in video.parts})
+    together = [(a, b) for a, b in zip(crossing, crossing[1:]) if b.crossed_frame - a.crossed_frame <= 3]
+    assert together and all(abs((a.row or 0) - (b.row or 0)) > 80 for a, b in together)
