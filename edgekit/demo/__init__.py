@@ -7,8 +7,8 @@ YOLOv5 model (``edgekit.contract``)::
 
     from edgekit.demo import TrainConfig, evaluate, export_saved, generate, load_split, make_splits, train
 
-    splits = make_splits("demo-data", n_train=2000, n_cal=200, n_val=300, seed=0)
-    model = train(splits.train, TrainConfig(steps=504))            # needs pip install 'edgekit-tflite[convert]'
+    splits = make_splits("demo-data", n_train=4000, n_cal=200, n_val=300, seed=0)
+    model = train(splits.train, TrainConfig(steps=1008))           # needs pip install 'edgekit-tflite[convert]'
     print(evaluate(model, load_split(splits.validation)))           # mAP@0.5 0.9.. (part, scratch, ...)
     export_saved(model, "demo-data/detector.keras")
 

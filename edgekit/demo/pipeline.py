@@ -34,15 +34,15 @@ __all__ = ["DemoOptions", "DemoResult", "run_demo"]
 class DemoOptions:
     """Sizes of the demo. The defaults are the full run (about 2.5 minutes on 2 quiet cores).
 
-    ``train_steps``: optimizer steps of training (504 = 8 passes over 2,000 images in batches of
+    ``train_steps``: optimizer steps of training (1008: about 8 passes over 4,000 images in batches of
     32). Steps, not seconds: a slower or busier machine takes longer and gets the same model.
     """
 
     out: Path = Path("edgekit-demo")
-    n_train: int = 2000
+    n_train: int = 4000
     n_cal: int = 200
     n_val: int = 300
-    train_steps: int = 504
+    train_steps: int = 1008
     video_frames: int = 300
     video_fps: float = 15.0
     max_drop: float = 3.0  # mAP points the int8 model may lose against the float model

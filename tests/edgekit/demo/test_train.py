@@ -187,7 +187,7 @@ def test_reduced_training_beats_the_bar(trained) -> None:
     """Bar: part AP@0.5 >= 0.9 and mAP@0.5 >= 0.25 after 90 steps (at most 50 s); untrained < 0.05.
 
     Parts are learnt first and defects later, so this short run is mostly about parts: measured
-    mAP 0.29 (part 0.97) here. The full demo run (2000 images, ~100 s) reaches 0.84-0.95.
+    mAP 0.29 (part 0.97) here. The full demo run (4000 images, ~150 s) reaches 0.99.
     """
     from edgekit.demo.model import build_model
     from edgekit.demo.train import evaluate
@@ -289,8 +289,8 @@ def test_training_runs_every_step_however_slow_the_machine(monkeypatch: pytest.M
     with caplog.at_level("INFO", logger="edgekit.demo.train"):
         train_module.train(generate(48, seed=3), TrainConfig(steps=5, batch_size=16), progress=False)
     assert "trained 5 of 5 steps" in caplog.text and "time limit" not in caplog.text
-    # The demo trains by steps only: 504 = 8 passes over its 2,000 images in batches of 32.
-    assert DemoOptions().train_steps == 504 and not hasattr(DemoOptions(), "time_limit")
+    # The demo trains by steps only: 1008, about 8 passes over its 4,000 images in batches of 32.
+    assert DemoOptions().train_steps == 1008 and not hasattr(DemoOptions(), "time_limit")
 
 
 @pytest.mark.parametrize("config, images, steps", [
