@@ -46,9 +46,13 @@ def open_follower(config: Any, model_dir: str, events: Any, stack: contextlib.Ex
     return follower
 
 
-def frame_health(result: Any, decisions: Sequence[Any]) -> tuple[float | None, bool | None]:
-    """A frame's top score (None: no detection) and whether a verdict failed (None: no verdict)."""
+def frame_health(result: Any, decisions: Sequence[Any], parts: Sequence[Any] = ()) -> tuple[float | None, bool | None]:
+    """A frame's top score (None: no detection) and whether a verdict failed (None: no verdict).
+
+    ``decisions``: the frame's per-frame decisions; ``parts``: the per-part verdicts it gave (parts that
+    crossed the line in it), so a cell judging parts has its FAIL rate watched too."""
     scores = getattr(getattr(result, "detections", None), "scores", None)
     top = float(scores.max()) if scores is not None and len(scores) else None
-    verdicts = [d.verdict for d in decisions if getattr(d, "verdict", None) is not None]
-    return top, (any(not v.passed for v in verdicts) if verdicts else None)
+    passed = [d.verdict.passed for d in decisions if getattr(d, "verdict", None) is not None]
+    passed += [p.passed for p in parts]
+    return top, (not all(passed) if passed else None)

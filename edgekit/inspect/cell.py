@@ -283,15 +283,17 @@ class Cell:
                         h, w = result.frame.shape[:2]
                         self.config.check_frame(w, h)
                         checked_frame = True
+                    parts: list[PartVerdict] = []
                     if self.parts is not None:
-                        yield from self.parts.process(result)
+                        parts = list(self.parts.process(result))  # all of the frame's published before any yield
+                        yield from parts
                     decisions = self._decisions(result) if self._per_frame else []
                     for decision in decisions:
                         if self._publish(decision):
                             yield decision
                     self._observe(result, processed)
                     if self.fleet is not None:  # the health check of a version on trial
-                        self.fleet.observe(*frame_health(result, decisions))
+                        self.fleet.observe(*frame_health(result, decisions, parts))
                     if self.dashboard is not None:  # hands over the newest frame; never waits for a viewer
                         self.dashboard.observe(result, self.parts.last if self.parts is not None else None)
                     if time.monotonic() - last_queue > 1.0:

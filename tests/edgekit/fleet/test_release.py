@@ -152,3 +152,35 @@ def test_commands_say_what_is_wrong_in_one_line(kit: Kit, tmp_path: Path, capsys
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1, (argv, err)
+
+
+def test_a_cell_judging_parts_has_its_fail_rate_watched() -> None:
+    # Per-part mode gives no per-frame decisions: the parts that crossed in a frame are its verdicts.
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from edgekit.fleet.cellhook import frame_health
+    from edgekit.inspect.parts import Outcome, PartVerdict
+
+    def part(outcome: Outcome) -> PartVerdict:
+        return PartVerdict(1, 1, "part", outcome, ("dent",) if outcome is Outcome.FAIL else (), (), 0, 9, 10, 0.0,
+                           1.0, 9, 1.0, 0.0, "line", (0, 0, 1, 1), 3, 0.9)
+
+    frame = SimpleNamespace(detections=SimpleNamespace(scores=np.array([0.3, 0.8])))
+    assert frame_health(frame, []) == (0.8, None)  # no part crossed: no verdict
+    assert frame_health(frame, [], [part(Outcome.PASS)]) == (0.8, False)
+    assert frame_health(frame, [], [part(Outcome.PASS), part(Outcome.FAIL)]) == (0.8, True)
+    failed_frame = SimpleNamespace(verdict=SimpleNamespace(passed=False))
+    assert frame_health(frame, [failed_frame], [part(Outcome.PASS)]) == (0.8, True)
+
+    tracker = HealthTracker(HealthThresholds(window=40, baseline=40))
+    tracker.switched(1, trial=False)
+    for i in range(40):  # a part crosses every 4th frame; 1 in 10 fails
+        tracker.observe(*frame_health(frame, [], [part(Outcome.FAIL if i % 40 == 0 else Outcome.PASS)] if i % 4 == 0
+                                      else []))
+    tracker.switched(2, trial=True)
+    verdict = None
+    for i in range(40):  # the new version fails every part
+        verdict = tracker.observe(*frame_health(frame, [], [part(Outcome.FAIL)] if i % 4 == 0 else [])) or verdict
+    assert verdict is not None and verdict.health is Health.REGRESSED and "FAIL rate" in verdict.reason
