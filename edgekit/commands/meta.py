@@ -94,12 +94,16 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(info.metadata or {}, indent=2, sort_keys=True))
         return 0
     doc = updated_metadata(info.metadata, args)
+    from edgekit.contract.readings import read_outputs
+    from edgekit.contract.recognize import task_of
     from edgekit.converters.metadata_writer import write_metadata_file
 
-    target = write_metadata_file(args.model, doc, args.output)
-    from edgekit.contract.readings import read_outputs
+    reading = read_outputs(info.outputs, doc, inputs=info.inputs)  # checked first: a bad set writes nothing
+    if task_of(reading.format) is Task.DETECT:  # the boxes' decoder checks the outputs fit the format
+        from edgekit.contract.decode import make_decoder
 
-    reading = read_outputs(info.outputs, doc, inputs=info.inputs)
+        make_decoder(info.outputs, doc)
+    target = write_metadata_file(args.model, doc, args.output)
     print(f"wrote the edgekit metadata of {str(target)!r}: {', '.join(sorted(doc))}; outputs read as "
           f"{reading.format.value} ({reading.why})")
     return 0

@@ -73,6 +73,18 @@ def test_meta_writes_labels_task_and_anchors(vision_models, tmp_path, capsys):
     assert "not a preset" in capsys.readouterr().err
 
 
+def test_meta_that_does_not_fit_the_outputs_writes_nothing(vision_models, tmp_path, capsys):
+    model = tmp_path / "seg.tflite"
+    shutil.copy(vision_models.seg_argmax, model)
+    before = model.read_bytes()
+    assert main(["meta", str(model), "--task", "detect", "--output-format", "anchors"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert model.read_bytes() == before
+    assert main(["meta", str(model), "--task", "detect", "--output-format", "anchors", "-o", str(tmp_path / "o.tflite")]) == 2
+    assert not (tmp_path / "o.tflite").exists()
+
+
 @pytest.mark.parametrize("field, text", [
     ("seg_argmax", "segment, segmentation (arg-max map int64[1, 64, 64])"),
     ("pose_multi", "pose, keypoints (MoveNet multi pose [1, 6, 56])"),
