@@ -133,8 +133,8 @@ def _layout(rng: np.random.Generator, sprites: list[Sprite], size: int, scale: f
 def _row(rng: np.random.Generator, sprites: list[Sprite], size: int, scale: float) -> list[tuple[int, int] | None]:
     """Top-left corners for sprites side by side as a belt carries them when parts bunch up: each box
     0-3% of the frame from the last (often touching), each at its own height, the first partly out of
-    the frame at times and the last often cut by the other edge: as a belt's frame edges cut parts. (A part
-    less than half in the frame is not labelled, as everywhere; defects of it that are are.)"""
+    the frame at times and the last often cut by the other edge, as a belt's frame edges cut parts. A part
+    less than half in the frame is not labelled (as everywhere); its defects in view still are."""
     top, bottom = belt_rows(size, scale)
     x = -rng.uniform(0.0, 0.5) * sprites[0].alpha.shape[1] if sprites else 0.0
     corners: list[tuple[int, int] | None] = []
@@ -149,9 +149,9 @@ def render_sample(rng: np.random.Generator, size: int, with_masks: bool = False,
                   row: np.random.Generator | None = None) -> Sample:
     """One still image: belt, 0-3 parts (most with defects), lighting.
 
-    ``row``: a second random stream that decides whether this image shows ``ROW_SHARE`` parts in a row,
-    touching or nearly (what a detector must tell apart on a bunched-up belt) instead of apart; images it
-    leaves apart are the same as without it."""
+    ``row``: a second random stream; with it, a ``ROW_SHARE`` of the images show 2-4 parts in a row,
+    touching or nearly (what a detector must tell apart on a bunched-up belt) instead of apart. The
+    images it leaves apart are the same as without it."""
     scale = size / 160
     canvas = belt_texture(rng, size, size, scale)
     light = random_lighting(rng, size, scale)
