@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
-from edgekit.runtimes.timing import cpu_name, interleaved_invoke_ms
+from edgekit.runtimes.timing import cpu_name, interleaved_invoke_ms, machine_line
 
-__all__ = ["cpu_name", "rotated", "timed_rounds", "invoke_ms"]
+__all__ = ["cpu_name", "machine_line", "rotated", "timed_rounds", "invoke_ms"]
 
 T = TypeVar("T")
 

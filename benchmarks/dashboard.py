@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import cpu_name, rotated  # noqa: E402
+from benchmarks._common import machine_line, rotated  # noqa: E402
 
 VIEWER = r"""
 import signal, sys, time, urllib.request
@@ -166,7 +166,7 @@ def main() -> None:
     model, labels = args.models / "ssd_mobilenet_v1_coco_quant.tflite", args.models / "coco_labels.txt"
     if not model.is_file():
         raise SystemExit(f"{model} not found (pass --models)")
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start")
+    print(machine_line())
     conditions: list[tuple[str, int | None]] = [("off", None), ("0 viewers", 0), ("1 viewer", 1), ("5 viewers", 5)]
     fps: dict[str, list[float]] = {name: [] for name, _ in conditions}
     encoded: dict[str, list[int]] = {name: [] for name, _ in conditions}

@@ -38,7 +38,7 @@ import numpy as np
 from edgekit.preprocess import ResizeMode, fit_into
 from edgekit.runtimes import load_model
 from edgekit.runtimes.loader import default_threads
-from edgekit.runtimes.timing import cpu_name
+from edgekit.runtimes.timing import machine_line
 from edgekit.sources import VideoSource, parse_source
 from edgekit.tasks import Detector
 
@@ -174,7 +174,7 @@ def main() -> int:
     ap.add_argument("--latency-repeat", type=int, default=3, help="rounds per camera rate")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start")
+    print(machine_line())
     rates = [float(r) for r in args.rates.split(",") if r]
     with tempfile.TemporaryDirectory() as tmp, Detector.create_from_model_path(
             args.model, num_threads=args.threads, warmup=5) as det:

@@ -43,7 +43,7 @@ from edgekit.inspect.parts import PartInspector, PartsOptions
 from edgekit.inspect.partsreport import crossing_truth, score_parts
 from edgekit.inspect.plc import ModbusOutput, ModbusTarget, Rejector
 from edgekit.results import Detections
-from edgekit.runtimes.timing import cpu_name
+from edgekit.runtimes.timing import machine_line
 from edgekit.track import ByteTracker, CountingLine
 
 DEFECTS = CLASS_NAMES[1:]
@@ -293,7 +293,7 @@ def main() -> None:
     lo, _, hi = args.seeds.partition("-")
     seeds = list(range(int(lo), int(hi) + 1)) if hi else [int(v) for v in args.seeds.split(",")]
     speeds = [float(v) for v in args.speeds.split(",")]
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start")
+    print(machine_line())
     if args.only in (None, "cost"):
         tracking_cost()
     port, stop = modbus_server()

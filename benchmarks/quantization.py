@@ -19,7 +19,6 @@ Needs TensorFlow (pip install 'edgekit-tflite[convert]').
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 
 from edgekit.converters import ConvertOptions, Mode, compare_modes
 from edgekit.runtimes import load_model
-from edgekit.runtimes.timing import cpu_name
+from edgekit.runtimes.timing import machine_line
 
 TARGET_SIZE = 0.30
 TARGET_LATENCY = 0.60
@@ -80,7 +79,7 @@ def main() -> int:
     ap.add_argument("--per-block", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start")
+    print(machine_line())
     archs = [a.strip().lower() for a in args.arch.split(",") if a.strip()]
     unknown = [a for a in archs if a not in ARCHS]
     if unknown or not archs:

@@ -18,7 +18,6 @@ MODEL defaults to the SSD MobileNet in ../shared/models. Target: Model.run under
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from edgekit.runtimes import load_model
-from edgekit.runtimes.timing import cpu_name
+from edgekit.runtimes.timing import machine_line
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "ssd_mobilenet_v1_coco_quant.tflite"
 TARGET_OVERHEAD = 0.03
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--delegate", default="auto")
     args = ap.parse_args(argv)
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start")
+    print(machine_line())
     if not Path(args.model).exists():
         print(f"model {args.model!r} not found; pass a .tflite path", file=sys.stderr)
         return 2

@@ -19,7 +19,6 @@ Needs mosquitto (apt-get install mosquitto) and the real models in ../shared.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import socket
 import statistics
@@ -34,7 +33,7 @@ import numpy as np
 
 from edgekit.inspect import Cell, load_config
 from edgekit.inspect.events import EventEmitter, EventKind
-from edgekit.runtimes.timing import cpu_name
+from edgekit.runtimes.timing import machine_line
 from edgekit.sinks.mqtt import MqttConfig, MqttSink
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +153,7 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start")
+    print(machine_line())
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         broker, port = start_broker(folder)

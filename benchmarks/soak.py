@@ -19,7 +19,6 @@ a 64-frame MJPG clip of kite_and_cold.jpg (or of noise) to a temporary folder.
 from __future__ import annotations
 
 import argparse
-import os
 import json
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.runtimes.timing import cpu_name
+from edgekit.runtimes.timing import machine_line
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -219,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2000, help="frames before memory growth is counted")
     p.add_argument("--json", type=Path, help="write the samples and figures here")
     args = p.parse_args(argv)
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at start")
+    print(machine_line())
     with tempfile.TemporaryDirectory(prefix="edgekit-soak-") as tmp:
         model = args.model or default_model(Path(tmp))
         video = args.video or write_clip(Path(tmp) / "clip.avi")

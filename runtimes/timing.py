@@ -26,8 +26,8 @@ from edgekit.runtimes.loader import load_model
 from edgekit.runtimes.model import Model
 from edgekit.runtimes.tensors import TensorSpec
 
-__all__ = ["BenchRow", "SLOW_FIRST_RATIO", "STATS", "bench_one", "cpu_name", "interleaved_invoke_ms", "random_input",
-           "time_model"]
+__all__ = ["BenchRow", "SLOW_FIRST_RATIO", "STATS", "bench_one", "cpu_name", "interleaved_invoke_ms", "machine_line",
+           "random_input", "time_model"]
 
 # The first inference counts as "much slower" beyond this many p50s (the Edge TPU streams
 # its weights in; XNNPACK packs them).
@@ -44,6 +44,13 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine_line() -> str:
+    """"CPU: <name>, <n> cores; load average <1 min>": the line a benchmark prints before its figures
+    (other programs' load moves every figure)."""
+    load = f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "unknown"
+    return f"CPU: {cpu_name()}, {os.cpu_count()} cores; load average {load} at start"
 
 
 @dataclass(frozen=True)

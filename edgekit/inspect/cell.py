@@ -285,7 +285,7 @@ class Cell:
                         checked_frame = True
                     parts: list[PartVerdict] = []
                     if self.parts is not None:
-                        parts = list(self.parts.process(result))  # all of the frame's published before any yield
+                        parts = self.parts.process(result)  # all of the frame's published before any is yielded
                         yield from parts
                     decisions = self._decisions(result) if self._per_frame else []
                     for decision in decisions:

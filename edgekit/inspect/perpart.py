@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgekit.inspect.encoder import GpioEncoder
 from edgekit.inspect.events import EventEmitter, EventKind, SequenceCounter
 from edgekit.inspect.parts import PartInspector, PartsFrame, PartVerdict
 from edgekit.inspect.partsconfig import PartsConfig
-from edgekit.inspect.encoder import GpioEncoder
 from edgekit.inspect.plc import GpioOutput, ModbusOutput, RejectOutput, Rejector, RejectReport, ReportKind
 
 if TYPE_CHECKING:
@@ -84,17 +84,18 @@ class PartsStage:
             if outputs and plc is not None and plc.delay_ticks is not None:
                 encoder = GpioEncoder(plc.encoder_pin, edge=plc.encoder_edge)  # type: ignore[arg-type]
                 made.append(encoder)
+            if outputs:
+                kw: dict[str, Any] = {} if plc is None else {
+                    "delay": plc.delay, "retry_interval": plc.retry_interval, "give_up_after": plc.give_up_after,
+                    "check": plc.check_at_start}
+                if encoder is not None:
+                    kw.update(encoder=encoder, delay_ticks=plc.delay_ticks)  # type: ignore[union-attr]
+                self.rejector = Rejector(outputs, on_report=self._on_report, **kw)
         except BaseException:
             for device in made:
                 device.close()
             raise
-        if outputs:
-            kw: dict[str, Any] = {} if plc is None else {
-                "delay": plc.delay, "retry_interval": plc.retry_interval, "give_up_after": plc.give_up_after,
-                "check": plc.check_at_start}
-            if encoder is not None:
-                kw.update(encoder=encoder, delay_ticks=plc.delay_ticks)  # type: ignore[union-attr]
-            self.rejector = Rejector(outputs, on_report=self._on_report, **kw)
+        if self.rejector is not None:
             try:
                 self.rejector.start()
             except BaseException:

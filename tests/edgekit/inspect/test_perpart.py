@@ -262,3 +262,17 @@ def test_plc_encoder_from_the_config_holds_the_reject_for_its_ticks(tmp_path: Pa
             time.sleep(0.01)
         assert rejector.counts[ReportKind.WRITTEN] == 1
     assert [s.state for s in reject_pin.states][:2] == [False, True]
+
+
+def test_a_fleet_trial_sees_the_part_verdicts(tmp_path: Path, make_parts_belt) -> None:
+    """Per-part mode has no per-frame decisions: the health check of a version on trial gets each frame's
+    part verdicts instead (a FAIL where a failed part crossed, nothing where none did)."""
+    belt = make_parts_belt(11, n_parts=7)
+    _, text = _cell_files(tmp_path, "")
+    config = parse_config(text, name="cell.toml", base=tmp_path)
+    seen: list[bool | None] = []
+    with Cell(config, detector=_Detector(belt.frames, tmp_path / "model.tflite")) as cell:
+        cell.fleet = SimpleNamespace(observe=lambda score, failed, error=False: seen.append(failed))
+        verdicts = list(cell.run())
+    judged = [failed for failed in seen if failed is not None]
+    assert len(seen) == len(belt.frames) and judged == [not v.passed for v in verdicts]
