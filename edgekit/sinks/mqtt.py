@@ -147,6 +147,7 @@ class MqttSink:
         self.config = config
         self.queue = DiskQueue(config.queue_path, max_items=config.max_queued)
         self._stop = threading.Event()
+        self._hurry = threading.Event()  # set by close(): a sender waiting to reconnect tries at once
         self._idle = threading.Condition()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -186,16 +187,19 @@ class MqttSink:
         return True
 
     def close(self) -> None:
-        """Send what can be sent within ``drain_timeout``, say ``offline``, disconnect.
+        """Send what can be sent within ``drain_timeout``, say ``offline``, disconnect. A sender
+        waiting out its reconnect backoff tries again at once (the broker may be back).
 
         Unsent events stay in the queue file for the next run. Safe to call twice.
         """
         if self._closed:
             return
         self._closed = True
-        if self._connected:
+        if len(self.queue) > 0:  # connected or not: a broker back moments ago still gets the backlog
+            self._hurry.set()
             self.flush(self.config.drain_timeout)
         self._stop.set()
+        self._hurry.set()
         self._wake()
         self._thread.join(timeout=self.config.connect_timeout + 5)
         self.queue.close()
@@ -228,8 +232,11 @@ class MqttSink:
                                 self.config.queue_path)
                     outage_logged = True
                 # Full jitter: many cameras of a plant must not reconnect in lockstep.
-                self._stop.wait(random.uniform(0.5, 1.0) * delay)
-                delay = min(delay * 2, self.config.reconnect_max)
+                if self._hurry.wait(random.uniform(0.5, 1.0) * delay):  # closing: try now, then back off anew
+                    self._hurry.clear()
+                    delay = self.config.reconnect_min
+                else:
+                    delay = min(delay * 2, self.config.reconnect_max)
                 continue
             delay = self.config.reconnect_min
             outage_logged = False

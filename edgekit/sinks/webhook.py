@@ -88,6 +88,7 @@ class WebhookSink:
         self._own_from: int | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._hurry = threading.Event()  # set by close(): a sender waiting out a backoff tries at once
         self._idle = threading.Condition()
         self._delivered = self._attempts = self._rejected = 0
         self._last_error: str | None = None
@@ -123,12 +124,16 @@ class WebhookSink:
             return self._idle.wait_for(lambda: len(self.queue) == 0, timeout)
 
     def close(self) -> None:
-        """Try to deliver for ``drain_timeout`` seconds, then stop; the rest stays queued."""
+        """Try to deliver for ``drain_timeout`` seconds (a sender waiting out a backoff tries again at
+        once), then stop; the rest stays queued."""
         if self._closed:
             return
         self._closed = True
-        self.flush(self.config.drain_timeout)
+        if len(self.queue) > 0:
+            self._hurry.set()
+            self.flush(self.config.drain_timeout)
         self._stop.set()
+        self._hurry.set()
         self._wake.set()
         self._thread.join(timeout=self.config.timeout + 5)
         self._drop_connection()
@@ -175,8 +180,11 @@ class WebhookSink:
                 self._last_error = outcome.detail
                 wait = outcome.retry_after if outcome.retry_after is not None else random.uniform(0.5, 1.0) * delay
                 self.delays.append(wait)
-                self._stop.wait(min(wait, self.config.backoff_max))
-                delay = min(delay * 2, self.config.backoff_max)
+                if self._hurry.wait(min(wait, self.config.backoff_max)):  # closing: try now, then back off anew
+                    self._hurry.clear()
+                    delay = self.config.backoff_initial
+                else:
+                    delay = min(delay * 2, self.config.backoff_max)
                 continue
             if self.delays:
                 log.info("webhook %s reachable again after %d retries", self.config.url, len(self.delays))

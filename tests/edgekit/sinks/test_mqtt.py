@@ -255,6 +255,29 @@ def test_queue_survives_process_restart(tmp_path: Path) -> None:
     assert kept == list(range(1, 21))
 
 
+def test_close_reconnects_at_once_to_a_broker_that_is_back(tmp_path: Path) -> None:
+    """A stop request soon after the broker returns: the sink, waiting out a long reconnect backoff,
+    tries again at once and delivers the backlog before it closes (not on the next run)."""
+    broker = Broker(tmp_path / "broker-back")  # down at first
+    sink = make_sink(broker.port, tmp_path, reconnect_min=20.0, reconnect_max=40.0, drain_timeout=5.0)
+    with EventEmitter("cell-1", sinks=[sink]) as em:
+        for i in range(5):
+            em.emit(EventKind.INSPECTION, {"i": i})
+        time.sleep(0.3)  # the first connect failed: the sender waits 10-20 s
+        broker.start()
+        try:
+            rx = Receiver(broker.port, "cell-1")
+            t0 = time.monotonic()
+            sink.close()
+            closed_in = time.monotonic() - t0
+            rx.wait_for(5, timeout=5)
+            rx.close()
+        finally:
+            broker.stop()
+    assert sink.stats().queued == 0 and closed_in < 4.0
+    assert in_order_once(rx.events)[0] == [1, 2, 3, 4, 5]
+
+
 def test_last_will_offline_when_the_device_dies(broker: Broker, tmp_path: Path) -> None:
     rx = Receiver(broker.port, "cell-9")
     script = textwrap.dedent(f"""

@@ -352,6 +352,21 @@ def test_webhook_unreachable_keeps_events_for_the_next_run(tmp_path: Path, recei
     assert rx.keys == ["c:1", "c:2", "renamed:3"]  # each event keeps the key of the device that made it
 
 
+def test_webhook_close_retries_at_once_instead_of_waiting_out_a_backoff(tmp_path: Path,
+                                                                        receiver_factory: Any) -> None:
+    rx = receiver_factory(fail=1, status=503)  # the receiver is back right after the first failure
+    sink = WebhookSink(WebhookConfig(url=rx.url, queue_path=str(tmp_path / "wh.db"), backoff_initial=20.0,
+                                     backoff_max=40.0, drain_timeout=5.0))
+    sink.write(Event("c", 1, EventKind.STATUS, 1.0))
+    deadline = time.monotonic() + 5
+    while not sink.delays and time.monotonic() < deadline:  # failed once, now in a 10-20 s backoff
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    sink.close()  # what a SIGTERM comes to
+    assert [e["seq"] for e in rx.got] == [1] and sink.stats().queued == 0
+    assert time.monotonic() - t0 < 4.0
+
+
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://host/x", "http://", "localhost:8080"])
 def test_webhook_url_must_be_http(tmp_path: Path, url: str) -> None:
     with pytest.raises(ConfigError, match="http:// or https://"):
