@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("tensorflow", reason="the demo trains a model: needs the convert extra")
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    out = tmp_path_factory.mktemp("demo")
-    proc = subprocess.run([sys.executable, "-m", "edgekit", "demo", "--quick", "--out", str(out)],
-                          capture_output=True, text=True, timeout=900)
-    return out, proc
 
 
 @pytest.mark.slow
