@@ -117,8 +117,9 @@ class ColorOrder(Choice):
 class Interpolation(Choice):
     """How a frame is shrunk into the input (metadata ``preprocessing.interpolation``).
 
-    AUTO: bilinear, or pixel-area averaging past a 3x shrink (less aliasing, ~7x the cost).
-    LINEAR: always bilinear, as Ultralytics' ``predict`` (LetterBox) does. AREA: always averaging.
+    AUTO: bilinear, or pixel-area averaging from a 3x shrink on (less aliasing, ~7x the cost).
+    LINEAR: always bilinear, as Ultralytics' ``predict`` (LetterBox) does. AREA: averaging whenever
+    the frame is shrunk (a frame smaller than the input is enlarged bilinearly).
     """
 
     AUTO = "auto"

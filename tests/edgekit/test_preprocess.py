@@ -208,6 +208,26 @@ def test_letterbox_transform_and_padding(src: tuple[int, int], dst: tuple[int, i
     assert (out[~content] == LETTERBOX_PAD).all()
 
 
+@pytest.mark.parametrize("factor", [2, 3, 4])
+def test_shrinking_averages_every_pixel(factor: int) -> None:
+    """Thin lines one pixel in ``factor`` (on the pixels bilinear sampling would keep at odd factors):
+    a shrink of 2x or more averages them to an even grey, not to all-white or all-black."""
+    img = np.zeros((48 * factor, 48 * factor, 3), np.uint8)
+    img[:, factor // 2::factor] = 255
+    out, _ = fit(img, (48, 48))
+    assert abs(float(out.mean()) - 255 / factor) < 2 and int(out.max()) - int(out.min()) <= 2, (out.min(), out.max())
+
+
+def test_area_interpolation_enlarges_smoothly() -> None:
+    """AREA (a model's metadata may ask for it) averages when shrinking; a frame smaller than the input
+    is still enlarged bilinearly, not in blocks like OpenCV's INTER_AREA would."""
+    img = np.zeros((10, 10, 3), np.uint8)
+    img[:, 5:] = 200
+    out, _ = fit(img, (40, 40), interpolation="area")
+    row = out[0, :, 0].astype(int)
+    assert len(set(row.tolist())) > 3, row  # a ramp across the edge, not a step
+
+
 def test_letterbox_pad_value_can_be_black() -> None:
     out, _ = fit(np.full((10, 20, 3), 9, np.uint8), (20, 20), "letterbox", pad_value=0)
     assert (out[:5] == 0).all() and (out[5:15] == 9).all()
