@@ -1,7 +1,7 @@
 """Per-part inspection: what tracking costs, whether parts are counted and judged right, how fast a
 reject reaches the PLC.
 
-    python benchmarks/parts.py [--demo edgekit-demo] [--rounds 31] [--repeat 2] [--seeds 11-15]
+    python benchmarks/parts.py [--demo edgekit-demo] [--rounds 31] [--repeat 2] [--seeds 11-15] [--size 320] [--fps 15]
                                [--only cost|demo|belts|modbus]
 
 (1) Tracking cost: ByteTracker.update and PartInspector.update per frame on generated boxes
