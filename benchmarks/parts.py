@@ -2,7 +2,7 @@
 reject reaches the PLC.
 
     python benchmarks/parts.py [--demo edgekit-demo] [--rounds 31] [--repeat 2] [--seeds 11-15] [--size 320] [--fps 15]
-                               [--only cost|demo|belts|modbus]
+                               [--only cost|demo|cell|belts|modbus]
 
 (1) Tracking cost: ByteTracker.update and PartInspector.update per frame on generated boxes
     (5, 10, 20 objects), median microseconds.
@@ -14,6 +14,8 @@ reject reaches the PLC.
     interleaved rounds of alternating order; the median of the rounds' on/off fps ratios, target
     >= 0.95, with the process CPU per frame beside it and the load average (other processes take
     the cores too: the ratio moves with the load, the CPU per frame less).
+(2b) The same as `edgekit inspect` runs it: the demo's inspection.toml (per-frame rules, [parts] and
+    [line]) against that config without [parts] and [line] (per-frame mode), in interleaved rounds.
 (3) Count error and verdict accuracy on belt videos the demo's generator makes with other seeds
     (--seeds), belt speeds (4, 8, 12 px/frame) and spacings (spaced, close, touching), defect mixes
     (--defect-share), parts entering side by side (--abreast), frame sizes (--size) and rates (--fps),
@@ -222,6 +224,43 @@ def demo_video(demo: Path, rounds: int, repeat: int, port: int) -> None:
               f"({len(lat)} rejects; includes the loop's capture-to-result time)")
 
 
+def cell_modes(demo: Path, rounds: int, repeat: int) -> None:
+    """`edgekit inspect` as users run it: the demo's inspection.toml (per-frame rules, a [parts] table and a
+    line) against the same config without [parts] and [line] (per-frame mode), on the demo video."""
+    from edgekit.inspect import Cell, load_config
+
+    config = demo / "inspection.toml"
+    if not config.exists():
+        print(f"(2b) skipped: no {config}; run `edgekit demo --out {demo}` first")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        long = repeated(demo / "belt.avi", Path(tmp) / "long.avi", repeat)
+        text = config.read_text().replace('path = "belt.avi"', f'path = "{long}"').replace(
+            "realtime = true", "realtime = false").replace(
+            'path = "detector_int8.tflite"', f'path = "{demo / "detector_int8.tflite"}"')
+        texts = {"frame": text.split("[parts]")[0], "part": text}
+        runs: dict[str, list[tuple[float, float]]] = {"frame": [], "part": []}
+        for k in range(rounds):
+            for mode in (("frame", "part") if k % 2 == 0 else ("part", "frame")):
+                folder = Path(tmp) / f"{mode}-{k}"
+                folder.mkdir()
+                (folder / "inspection.toml").write_text(texts[mode])
+                c0 = time.process_time()
+                with Cell.from_config(load_config(folder / "inspection.toml")) as cell:
+                    for _ in cell.run():
+                        pass
+                    summary = cell.summary
+                runs[mode].append((summary.fps, (time.process_time() - c0) * 1e3 / max(summary.processed, 1)))
+    ratios = [p[0] / f[0] for p, f in zip(runs["part"], runs["frame"])]
+    q1, q3 = np.percentile(ratios, [25, 75])
+    fps = {m: statistics.median(r[0] for r in rows) for m, rows in runs.items()}
+    cpu = {m: statistics.median(r[1] for r in rows) for m, rows in runs.items()}
+    print(f"(2b) `edgekit inspect` on the demo video ({repeat}x), its inspection.toml with and without [parts] and "
+          f"[line], {rounds} interleaved rounds: per-frame {fps['frame']:.0f} fps, per-part {fps['part']:.0f} fps, "
+          f"ratio {statistics.median(ratios):.3f} (quartiles {q1:.3f}-{q3:.3f}); process CPU per frame "
+          f"{cpu['frame']:.3f} and {cpu['part']:.3f} ms")
+
+
 SPACINGS = {"spaced": (0.1, 0.45), "close": (0.02, 0.08), "touching": (0.0, 0.02)}
 
 
@@ -293,7 +332,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=SIZE, help="frame side of the belt videos in (3), pixels (the "
                                                           "demo's model takes 160: 480 is a 3x shrink)")
     ap.add_argument("--fps", type=float, default=15.0, help="frame rate of the belt videos in (3)")
-    ap.add_argument("--only", choices=["cost", "demo", "belts", "modbus"], help="run one part")
+    ap.add_argument("--only", choices=["cost", "demo", "cell", "belts", "modbus"], help="run one part")
     args = ap.parse_args()
     lo, _, hi = args.seeds.partition("-")
     seeds = list(range(int(lo), int(hi) + 1)) if hi else [int(v) for v in args.seeds.split(",")]
@@ -305,6 +344,8 @@ def main() -> None:
     try:
         if args.only in (None, "demo"):
             demo_video(args.demo, args.rounds, args.repeat, port)
+        if args.only in (None, "cell"):
+            cell_modes(args.demo, max(5, args.rounds // 3), args.repeat)
         if args.only in (None, "belts"):
             other_belts(args.demo, args.frames, seeds, speeds, defect_share=args.defect_share, abreast=args.abreast,
                         size=args.size, fps=args.fps)
