@@ -233,12 +233,16 @@ def cell_modes(demo: Path, rounds: int, repeat: int) -> None:
     if not config.exists():
         print(f"(2b) skipped: no {config}; run `edgekit demo --out {demo}` first")
         return
+    text = config.read_text()
+    if not all(k in text for k in ('path = "belt.avi"', 'path = "detector_int8.tflite"', "\n[parts]")):
+        print(f"(2b) skipped: {config} is not the config `edgekit demo` writes (its video, model and [parts])")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         long = repeated(demo / "belt.avi", Path(tmp) / "long.avi", repeat)
-        text = config.read_text().replace('path = "belt.avi"', f'path = "{long}"').replace(
+        text = text.replace('path = "belt.avi"', f'path = "{long}"').replace(
             "realtime = true", "realtime = false").replace(
             'path = "detector_int8.tflite"', f'path = "{demo / "detector_int8.tflite"}"')
-        texts = {"frame": text.split("[parts]")[0], "part": text}
+        texts = {"frame": text.split("\n[parts]")[0], "part": text}  # [parts] and [line] come last
         runs: dict[str, list[tuple[float, float]]] = {"frame": [], "part": []}
         for k in range(rounds):
             for mode in (("frame", "part") if k % 2 == 0 else ("part", "frame")):

@@ -120,17 +120,13 @@ class Event:
 
 def to_jsonable(value: Any) -> Any:
     """Plain JSON types from numpy scalars and arrays, tuples, enums and paths."""
-    # Plain values first, by exact type: most of a payload is these, and the ABC checks below
+    # Plain scalars first, by exact type: most of a payload is these, and the ABC checks below
     # (Mapping, PathLike) cost a microsecond each (a frame's event has a few dozen values).
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is float:
         return value if math.isfinite(value) else None
-    if kind is dict:
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
-        return [to_jsonable(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
