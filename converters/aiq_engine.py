@@ -22,8 +22,9 @@ import numpy as np
 
 from edgekit.converters._native import INSTALL_HINT
 from edgekit.converters.aiq_ranges import min_max_calibrate, share_ranges
-from edgekit.converters.convert import LayerError, QuantizerEngine, Representative
+from edgekit.converters.convert import TFLiteConverterEngine
 from edgekit.converters.options import ConvertOptions, Mode
+from edgekit.converters.quantizer import LayerError, QuantizerEngine, Representative
 from edgekit.errors import ConversionError, InputError
 from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
 
@@ -87,9 +88,7 @@ def default_engine(src: Any, opts: ConvertOptions) -> QuantizerEngine:
     recipe = LayerRecipe(tuple(opts.keep_float), tuple(opts.int16))
     if getattr(src, "float_model", None) is not None or recipe:
         return AiEdgeQuantizerEngine(recipe)
-    from edgekit.converters.convert import TFLiteConverterEngine
-
-    return TFLiteConverterEngine()
+    return TFLiteConverterEngine(weight_only=AiEdgeQuantizerEngine)
 
 
 class AiEdgeQuantizerEngine:
@@ -123,8 +122,6 @@ class AiEdgeQuantizerEngine:
         if data is not None:
             return bytes(data)
         if self._converted is None or self._converted[0] is not model:
-            from edgekit.converters.convert import TFLiteConverterEngine
-
             self._converted = (model, TFLiteConverterEngine().convert(model, Mode.FLOAT32, None))
         return self._converted[1]
 

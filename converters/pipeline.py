@@ -18,7 +18,7 @@ import numpy as np
 from edgekit.converters._native import capture_native_output
 from edgekit.converters.audit import AuditFinding, AuditReport, audit_calibration
 from edgekit.converters.aiq_engine import default_engine
-from edgekit.converters.convert import LayerDiagnosis, QuantizerEngine
+from edgekit.converters.quantizer import LayerDiagnosis, QuantizerEngine
 from edgekit.converters.data import DataSplit, load_data
 from edgekit.converters.debug import FallbackOutcome, Trial, auto_fallback
 from edgekit.converters.edgetpu import compile_for_edgetpu
@@ -41,7 +41,8 @@ from edgekit.converters.preprocessing import Preprocessing, resolve_preprocessin
 from edgekit.converters.onnx_source import OnnxSource
 from edgekit.converters.reference import head_finding, merged, reference_outputs, split_roles, truth_map50
 from edgekit.converters.result import ConversionResult, failed_gate_path
-from edgekit.converters.source import SourceModel, load_source
+from edgekit.converters.load import load_source
+from edgekit.converters.source import SourceModel
 from edgekit.converters.tflite_source import FloatTFLiteSource, model_input_shape, to_model_layout
 from edgekit.errors import ConversionError, InputError, ModelError
 

@@ -3,66 +3,18 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgekit.converters.debug import plot_fallback, plot_layer_errors, worst_layers
+from edgekit.converters.debug import plot_fallback, plot_layer_errors
 from edgekit.converters.metadata_writer import write_bytes_atomic
 
+from edgekit.converters.result import result_to_dict
+
 if TYPE_CHECKING:
-    from edgekit.converters.pipeline import ConversionResult
+    from edgekit.converters.result import ConversionResult
 
 __all__ = ["result_to_dict", "render_markdown", "write_report", "summary_lines"]
-
-WORST_SHOWN = 5
-
-
-def _json_safe(value: Any) -> Any:
-    """NaN/inf -> None, Paths -> str, tuples -> lists: the report is plain JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
-def result_to_dict(r: ConversionResult) -> dict[str, Any]:
-    """The report document. Keys: mode, output, size_bytes, float_size_bytes, metrics, gate, ..."""
-    from edgekit import __version__
-
-    return _json_safe({
-        "edgekit_version": __version__,
-        "mode": r.mode.value,
-        "output": r.output,
-        "engine": r.engine,
-        "size_bytes": r.size_bytes,
-        "float_size_bytes": r.float_size_bytes,
-        "size_ratio": round(r.size_bytes / r.float_size_bytes, 4) if r.float_size_bytes else None,
-        "metrics": r.metrics.to_dict(),
-        "gate": r.gate.to_dict(),
-        "task": r.task.value if r.task else None,
-        "output_format": r.output_format.value if r.output_format else None,
-        "preprocessing": ({**r.preprocessing.to_metadata(), "decided_by": r.preprocessing.decided_by}
-                          if r.preprocessing else None),
-        "labels": len(r.labels) if r.labels else 0,
-        "audit": r.audit.to_dict(),
-        "worst_layers": [layer.to_dict() for layer in worst_layers(r.layer_errors, WORST_SHOWN)],
-        "layers": [layer.to_dict() for layer in r.layer_errors],
-        "layers_kept_in_float": list(r.layers_kept_in_float),
-        "fallback": ({"attempts": [a.to_dict() for a in r.fallback.attempts], "passed": r.fallback.passed,
-                      "notes": list(r.fallback.notes)} if r.fallback else None),
-        "edgetpu": ({"model": r.edgetpu.model, "command": list(r.edgetpu.command), **r.edgetpu.report.to_dict()}
-                    if r.edgetpu else None),
-        "edgetpu_error": r.edgetpu_error,
-        "source_sha256": r.source_sha256,
-        "warnings": list(r.warnings),
-        "report_paths": list(r.report_paths),
-    })
 
 
 def _pct(v: float | None) -> str:

@@ -23,7 +23,7 @@ from edgekit.errors import ConversionError, InputError
 if TYPE_CHECKING:
     from edgekit.converters.yolo_head import HeadSplit
 
-__all__ = ["SourceModel", "load_source", "NormalizationLayer", "FloatReference", "PreprocessingHint", "INPUT_KINDS"]
+__all__ = ["SourceModel", "load_keras", "NormalizationLayer", "FloatReference", "PreprocessingHint", "INPUT_KINDS"]
 
 # What `edgekit convert` takes, for --help and error messages.
 INPUT_KINDS = ("Keras (.keras/.h5)", "SavedModel folder", "ONNX (.onnx, via onnx2tf)", "float .tflite")
@@ -100,33 +100,18 @@ class SourceModel:
         self.close()
 
 
-def load_source(model: Any, input_size: tuple[int, int] | None = None, *, layout: str | None = None,
-                split_head: bool = True, verbose: bool = False) -> SourceModel:
-    """Load `model` (.keras/.h5 path, SavedModel folder, .onnx, float .tflite, or keras.Model) with a batch of 1.
-
-    Args:
-        input_size: (width, height) for models whose spatial size is not fixed.
-        layout: "nchw"/"nhwc" for an ONNX input whose shape reads both ways.
-        split_head: split a YOLO head whose one output mixes boxes and scores (ONNX and Keras).
+def load_keras(model: Any, input_size: tuple[int, int] | None = None, *, split_head: bool = True) -> SourceModel:
+    """A Keras model (a .keras/.h5 path or a keras.Model) or a SavedModel folder, with a batch of 1
+    (:func:`edgekit.converters.load.load_source` routes every other kind).
 
     Raises:
-        InputError: the path does not exist or is not a model edgekit converts.
+        InputError: the path is not a Keras model file nor a SavedModel folder.
         ConversionError: the model cannot be loaded, has several inputs, or an unknown size.
     """
     if isinstance(model, (str, os.PathLike)):
         path = Path(model)
-        if not path.exists():
-            raise InputError(f"model {str(path)!r} does not exist; pass a .keras or .h5 file or a SavedModel folder")
         if path.is_dir():
             return _from_saved_model(path, input_size)
-        if path.suffix.lower() == ".onnx":
-            from edgekit.converters.onnx_source import load_onnx
-
-            return load_onnx(path, input_size, layout, split_head, verbose)
-        if path.suffix.lower() == ".tflite":  # a float .tflite, quantized by ai-edge-quantizer
-            from edgekit.converters.tflite_source import load_float_tflite
-
-            return load_float_tflite(path, input_size, split_head)
         if path.suffix.lower() not in (".keras", ".h5", ".hdf5"):
             raise InputError(f"{str(path)!r} is not a Keras model file; expected .keras, .h5 or a SavedModel folder")
         keras = import_keras()

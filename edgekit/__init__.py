@@ -33,15 +33,14 @@ _EXPORTS: dict[str, str] = {
     "load_labels": "edgekit.labels",
     **dict.fromkeys(("Normalization", "ResizeMode", "Transform"), "edgekit.contract.spec"),
     **dict.fromkeys(("fit", "fit_into", "load_image", "to_input"), "edgekit.preprocess"),
-    **dict.fromkeys(("Classes", "Classification", "Detection", "Detections", "FrameResult", "draw"),
-                    "edgekit.results"),
+    **dict.fromkeys(("Classes", "Classification", "Detection", "Detections", "FrameResult", "Pose", "Poses",
+                     "Region", "Segmentation"), "edgekit.results"),
+    "draw": "edgekit.drawing",
     **dict.fromkeys(("Delegate", "Model", "ModelInfo", "TensorSpec", "inspect_model", "load_model"),
                     "edgekit.runtimes"),
     **dict.fromkeys(("Classifier", "ClassifierOptions", "Detector", "DetectorOptions"), "edgekit.tasks"),
     **dict.fromkeys(("PoseEstimator", "PoseEstimatorOptions", "Segmenter", "SegmenterOptions"),
                     "edgekit.tasks_vision"),
-    **dict.fromkeys(("Region", "Segmentation"), "edgekit.segment"),
-    **dict.fromkeys(("Pose", "Poses"), "edgekit.contract.keypoints"),
 }
 _EXPORTS["ResizeMode"] = "edgekit.contract.enums"
 
@@ -61,10 +60,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     )
     from edgekit.labels import load_labels
     from edgekit.preprocess import fit, fit_into, load_image, to_input
-    from edgekit.results import Classes, Classification, Detection, Detections, FrameResult, draw
+    from edgekit.drawing import draw
+    from edgekit.results import Classes, Classification, Detection, Detections, FrameResult, Pose, Poses, Region, Segmentation
     from edgekit.runtimes import Delegate, Model, ModelInfo, TensorSpec, inspect_model, load_model
-    from edgekit.contract.keypoints import Pose, Poses
-    from edgekit.segment import Region, Segmentation
     from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
     from edgekit.tasks_vision import PoseEstimator, PoseEstimatorOptions, Segmenter, SegmenterOptions
 

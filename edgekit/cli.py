@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Sequence
 
+from edgekit.commands._help import HelpFormatter
 from edgekit.errors import EdgekitError
 
 __all__ = ["main", "build_parser", "COMMANDS"]
@@ -53,15 +54,6 @@ class Parser(argparse.ArgumentParser):
                 pass
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}.{hint}\n")
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows defaults, except the empty ones ("(default: None)" tells nobody anything)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default in (None, False) or action.default is argparse.SUPPRESS:
-            return action.help or ""
-        return super()._get_help_string(action) or ""
 
 
 def build_parser() -> Parser:

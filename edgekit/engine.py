@@ -14,7 +14,7 @@ from typing import Callable
 import cv2
 import numpy as np
 
-from edgekit.contract import Layout, Normalization, ResizeMode, Transform, box_mapping, image_input, interpolation
+from edgekit.contract import ColorOrder, Layout, Normalization, ResizeMode, Transform, box_mapping, image_input, interpolation
 from edgekit.errors import ModelError
 from edgekit.preprocess import fit_into, write_channels_first, write_channels_last
 from edgekit.results import Result
@@ -49,7 +49,7 @@ class ModelEngine:
         self._fit = {"interpolation": interpolation(model.metadata), "boxes": box_mapping(model.metadata)}
         # uint8 inputs take the pixels as they are, so they are resized straight into the tensor.
         self.direct = not self.channels_first and np.dtype(spec.dtype) == np.uint8 and (
-            self.norm is None or (self.norm.mean is None and self.norm.color.value == "RGB"))
+            self.norm is None or (self.norm.mean is None and self.norm.color is ColorOrder.RGB))
         self.lock = threading.Lock()
         self._model = model
         self._decode = decode

@@ -11,13 +11,12 @@ overflow in kernels). Each rule here was found by fuzzing ai-edge-litert's inter
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from edgekit.errors import ModelError
 from edgekit.runtimes._opnames import BUILTIN_OPS
 
-if TYPE_CHECKING:
-    from edgekit.runtimes.tflite_file import OperatorDef, SubgraphDef, TFLiteFile
+from edgekit.runtimes.tflite_defs import TENSOR_ITEMSIZE, OperatorDef, SubgraphDef, TFLiteFile
 
 __all__ = ["check_graph", "ARITY", "OPTION_FIELDS", "FLEXBUFFER_CUSTOM_OPS", "MAX_TENSOR_ELEMENTS", "MAX_TENSOR_BYTES"]
 
@@ -136,8 +135,6 @@ def check_graph(model: TFLiteFile, label: str = "the model") -> None:
 
 
 def _check_tensors(sg: SubgraphDef, si: int, fail: _Fail) -> None:
-    from edgekit.runtimes.tflite_file import TENSOR_ITEMSIZE
-
     for ti, t in enumerate(sg.tensors):
         count = math.prod(t.shape)
         if count > MAX_TENSOR_ELEMENTS or count * max(TENSOR_ITEMSIZE[t.type], 1) > MAX_TENSOR_BYTES:

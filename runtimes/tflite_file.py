@@ -10,7 +10,6 @@ primitive reads live in :mod:`edgekit.runtimes.flatbuffer`; this module knows th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from edgekit.errors import ModelError
@@ -18,6 +17,16 @@ from edgekit.runtimes._opnames import BUILTIN_OPS
 from edgekit.runtimes.flatbuffer import FlatReader
 from edgekit.runtimes.flexbuffer import FlexBufferError, read_flat_map
 from edgekit.runtimes.graph_check import FLEXBUFFER_CUSTOM_OPS, OPTION_FIELDS, check_graph
+from edgekit.runtimes.tflite_defs import (
+    FILE_IDENTIFIER,
+    TENSOR_ITEMSIZE,
+    TENSOR_TYPES,
+    BufferDef,
+    OperatorDef,
+    SubgraphDef,
+    TensorDef,
+    TFLiteFile,
+)
 
 __all__ = [
     "FILE_IDENTIFIER",
@@ -31,92 +40,7 @@ __all__ = [
     "parse_tflite",
 ]
 
-FILE_IDENTIFIER = b"TFL3"
-EDGETPU_CUSTOM_OP = "edgetpu-custom-op"
-
-# TensorType code -> (name, bytes per element or 0 when not fixed)
-TENSOR_TYPES: dict[int, tuple[str, int]] = {
-    0: ("float32", 4), 1: ("float16", 2), 2: ("int32", 4), 3: ("uint8", 1), 4: ("int64", 8),
-    5: ("string", 0), 6: ("bool", 1), 7: ("int16", 2), 8: ("complex64", 8), 9: ("int8", 1),
-    10: ("float64", 8), 11: ("complex128", 16), 12: ("uint64", 8), 13: ("resource", 0),
-    14: ("variant", 0), 15: ("uint32", 4), 16: ("uint16", 2), 17: ("int4", 0), 18: ("bfloat16", 2),
-}
-
-TENSOR_ITEMSIZE: dict[str, int] = {name: size for name, size in TENSOR_TYPES.values()}
-_ITEMSIZE = TENSOR_ITEMSIZE
 _MAX_RANK = 16
-
-
-@dataclass(frozen=True)
-class TensorDef:
-    name: str
-    shape: tuple[int, ...]
-    type: str
-    buffer: int
-    scale: tuple[float, ...] = ()
-    zero_point: tuple[int, ...] = ()
-    quantized_dimension: int = 0
-    shape_signature: tuple[int, ...] = ()
-    sparse: bool = False
-    variable: bool = False
-
-
-@dataclass(frozen=True)
-class OperatorDef:
-    opcode: str
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    # The option values edgekit checks (subgraph indices, split counts, a custom op's
-    # FlexBuffer options), as (name, value) pairs; absent options read as TFLite's defaults.
-    options: tuple[tuple[str, Any], ...] = ()
-
-    def option(self, name: str, default: Any = None) -> Any:
-        return next((v for k, v in self.options if k == name), default)
-
-
-@dataclass(frozen=True)
-class SubgraphDef:
-    name: str
-    tensors: tuple[TensorDef, ...]
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    operators: tuple[OperatorDef, ...]
-
-
-@dataclass(frozen=True)
-class BufferDef:
-    start: int  # absolute offset of the data in the file, 0 when empty
-    size: int
-
-
-@dataclass(frozen=True)
-class TFLiteFile:
-    """What the flatbuffer says, checked against the file's size."""
-
-    size_bytes: int
-    version: int
-    description: str
-    opcodes: tuple[str, ...]
-    subgraphs: tuple[SubgraphDef, ...]
-    buffers: tuple[BufferDef, ...]
-    metadata: dict[str, int] = field(default_factory=dict)  # name -> buffer index
-    signature_keys: tuple[str, ...] = ()
-    opcode_versions: tuple[int, ...] = ()
-
-    @property
-    def edgetpu_compiled(self) -> bool:
-        return EDGETPU_CUSTOM_OP in self.opcodes
-
-    def op_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for sg in self.subgraphs:
-            for op in sg.operators:
-                counts[op.opcode] = counts.get(op.opcode, 0) + 1
-        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-    def custom_ops(self) -> list[str]:
-        return sorted({op.opcode for sg in self.subgraphs for op in sg.operators
-                       if op.opcode not in BUILTIN_OPS})
 
 
 def _describe_foreign(head: bytes) -> str:
@@ -332,7 +256,7 @@ def _check_constant_size(r: FlatReader, t: TensorDef, buffers: list[BufferDef]) 
     if t.buffer == 0 or t.buffer >= len(buffers) or t.sparse:
         return
     have = buffers[t.buffer].size
-    itemsize = _ITEMSIZE[t.type]
+    itemsize = TENSOR_ITEMSIZE[t.type]
     if not have or not itemsize:
         return
     count = 1

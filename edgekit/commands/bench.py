@@ -34,7 +34,7 @@ __all__ = ["register", "run", "BenchRow", "bench_one", "random_input", "SLOW_FIR
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "bench", help="measure latency per delegate and thread count",

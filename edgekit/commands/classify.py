@@ -27,7 +27,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "classify", help="top-k classes of images with a classification model",

@@ -26,7 +26,7 @@ INSTALL = "pip install 'edgekit-tflite[convert]'"
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "convert", help="convert a Keras/SavedModel/ONNX/float .tflite model to a checked int8/float16 .tflite",

@@ -11,7 +11,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "demo", help="train, quantize, check, benchmark and run a built-in inspection detector, offline",

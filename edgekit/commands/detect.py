@@ -52,7 +52,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "detect", help="detect objects in a camera, stream, video or images in real time",

@@ -167,7 +167,7 @@ _MARK = {Status.OK: "ok  ", Status.WARN: "WARN", Status.FAIL: "FAIL"}
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "doctor", help="check this machine: Python, numpy, interpreters, Edge TPU, cameras, OpenCV, disk",

@@ -13,7 +13,7 @@ __all__ = ["register", "run", "status_table"]
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser("fleet", help="the fleet's model versions and rollout states (MQTT)",
                               description=__doc__, formatter_class=HelpFormatter)

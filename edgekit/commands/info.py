@@ -24,7 +24,7 @@ __all__ = ["register", "run", "info_dict"]
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "info", help="describe a .tflite model (tensors, ops, Edge TPU, metadata)",

@@ -34,7 +34,7 @@ log = logging.getLogger("edgekit")
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "inspect", help="run an inspection cell from a TOML config (rules, events, metrics, hot model updates)",

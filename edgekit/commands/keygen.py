@@ -9,7 +9,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser("keygen", help="make an ed25519 key pair for signing model releases",
                               description="Write a private signing key (mode 0600; keep it on the workstation) "

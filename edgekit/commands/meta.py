@@ -23,7 +23,7 @@ __all__ = ["register", "run", "updated_metadata"]
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "meta", help="write anchor options, task, output format or labels into a model's edgekit metadata",

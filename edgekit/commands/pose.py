@@ -17,7 +17,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "pose", help="find people's keypoints in frames (MoveNet-style pose models)",
@@ -31,8 +31,7 @@ def register(subparsers: Any) -> None:
 
 
 def _line(result: FrameResult) -> str:
-    poses = result.result
-    people = ", ".join(f"person {p.score:.2f}" for p in poses)  # type: ignore[union-attr]
+    people = ", ".join(f"person {p.score:.2f}" for p in result.poses)
     return f"frame {result.index}  {result.latency_ms:.1f} ms  {people or '-'}"
 
 

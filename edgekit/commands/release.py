@@ -14,7 +14,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser("release", help="publish a signed model release (staged rollout, halt)",
                               description=__doc__.split("\n\n", 1)[1], formatter_class=HelpFormatter)

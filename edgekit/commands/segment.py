@@ -33,7 +33,8 @@ from edgekit.commands._common import (
     stop_on_signals,
 )
 from edgekit.errors import InputError
-from edgekit.results import FrameResult, draw
+from edgekit.drawing import draw
+from edgekit.results import FrameResult
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink
 from edgekit.sources import VideoSource
@@ -57,7 +58,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    from edgekit.cli import HelpFormatter
+    from edgekit.commands._help import HelpFormatter
 
     p = subparsers.add_parser(
         "segment", help="segment frames: the class of every pixel, areas and regions",
@@ -103,8 +104,8 @@ class ImageSink:
 
 
 def _text_line(result: FrameResult) -> str:
-    seg = result.result
-    parts = [f"{c['label']} {100 * c['fraction']:.1f}%" for c in seg.mask.to_list()]  # type: ignore[union-attr]
+    seg = result.segmentation
+    parts = [f"{c['label']} {100 * c['fraction']:.1f}%" for c in seg.mask.to_list()]
     return f"frame {result.index}  {result.latency_ms:.1f} ms  {', '.join(parts) or '-'}  {len(seg)} regions"
 
 

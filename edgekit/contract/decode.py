@@ -15,7 +15,7 @@ converter's accuracy gate calls these same functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -203,9 +203,6 @@ def decode_classes(scores: np.ndarray, *, labels: Sequence[str] | None = None, t
     return Classes(top, s[top], tuple(label_for(labels, int(i)) for i in top))
 
 
-Result = Union[Detections, Classes]
-
-
 @dataclass(frozen=True)
 class Decoder:
     """A model's outputs -> :class:`Detections` or :class:`Classes`; built by :func:`make_decoder`."""
@@ -221,7 +218,7 @@ class Decoder:
     yolo: YoloOutputs | None = None
     ssd_order: tuple[int, int, int, int] = (0, 1, 2, 3)  # boxes, classes, scores, count
 
-    def __call__(self, outputs: Sequence[np.ndarray], transform: Transform) -> Result:
+    def __call__(self, outputs: Sequence[np.ndarray], transform: Transform) -> Detections | Classes:
         if self.format is OutputFormat.CLASSES:
             return decode_classes(outputs[0], labels=self.labels, top_k=self.top_k, threshold=self.threshold)
         if self.format is OutputFormat.YOLO:

@@ -20,14 +20,14 @@ Connected regions (boxes and areas per blob) need OpenCV and live in :mod:`edgek
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from edgekit.contract.enums import Choice
 from edgekit.contract._mapping import PixelMapping, source_grid_indices
 from edgekit.errors import InputError, ModelError
+from edgekit.results.masks import ClassArea, SegmentationMask
 
 __all__ = ["SegmentationLayout", "ClassArea", "SegmentationMask", "segmentation_layout", "class_map_of",
            "resize_to_source", "decode_segmentation", "MIN_MAP_SIDE"]
@@ -60,67 +60,6 @@ def segmentation_layout(shape: Sequence[int], dtype: Any, quantized: bool = Fals
     if len(s) == 4 and s[0] == 1 and min(s[1:3]) >= MIN_MAP_SIDE and 2 <= s[3] <= MAX_SEG_CLASSES and not integer:
         return SegmentationLayout.SCORES
     return None
-
-
-class ClassArea(NamedTuple):
-    """How much of the frame one class covers."""
-
-    id: int
-    label: str
-    area: int  # pixels
-    fraction: float  # of the frame
-
-
-@dataclass(frozen=True)
-class SegmentationMask:
-    """The class of every frame pixel.
-
-    Attributes:
-        class_map: int32 (H, W) class ids in the source frame's pixels.
-        labels: the model's labels by class id (empty when it has none).
-
-    Raises:
-        InputError: ``class_map`` is not a 2-D integer array.
-    """
-
-    class_map: np.ndarray
-    labels: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        m = np.asarray(self.class_map)
-        if m.ndim != 2 or not np.issubdtype(m.dtype, np.integer):
-            raise InputError(f"SegmentationMask expects a 2-D integer class map, got {m.dtype.name} {m.shape}")
-        object.__setattr__(self, "class_map", m.astype(np.int32, copy=False))
-        object.__setattr__(self, "labels", tuple(self.labels))
-
-    @property
-    def size(self) -> tuple[int, int]:
-        """(width, height) of the frame."""
-        return int(self.class_map.shape[1]), int(self.class_map.shape[0])
-
-    def label(self, class_id: int) -> str:
-        return self.labels[class_id] if 0 <= class_id < len(self.labels) and self.labels[class_id] else str(class_id)
-
-    def areas(self) -> np.ndarray:
-        """Pixel count per class id: int64 (max(id) + 1,) or longer, one entry per label."""
-        return np.bincount(self.class_map.ravel(), minlength=len(self.labels))
-
-    def classes(self) -> list[ClassArea]:
-        """The classes present, largest area first."""
-        counts = self.areas()
-        total = max(1, self.class_map.size)
-        ids = np.flatnonzero(counts)
-        ids = ids[np.argsort(-counts[ids], kind="stable")]
-        return [ClassArea(int(i), self.label(int(i)), int(counts[i]), float(counts[i]) / total) for i in ids]
-
-    def mask(self, class_id: int) -> np.ndarray:
-        """bool (H, W): the pixels of one class."""
-        return self.class_map == class_id
-
-    def to_list(self) -> list[dict[str, Any]]:
-        """JSON-ready per-class areas: ``[{"id", "label", "area", "fraction"}, ...]``."""
-        return [{"id": c.id, "label": c.label, "area": c.area, "fraction": round(c.fraction, 5)}
-                for c in self.classes()]
 
 
 def class_map_of(output: np.ndarray, layout: SegmentationLayout, *, threshold: float = 0.5) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from edgekit.runtimes.timing import BenchRow
-    from edgekit.demo.pipeline import DemoOptions, DemoResult
+    from edgekit.demo.options import DemoOptions, DemoResult
 
 __all__ = ["write_summary", "gate_explanation", "speed_sentence"]
 

@@ -1,22 +1,56 @@
 """An inspection cell that follows a release channel (``[model] channel`` in its config).
 
+The fleet plugs into the cell through entry points (``edgekit.cell_sections``:
+:func:`~edgekit.fleet.settings.parse_fleet`; ``edgekit.cell_followers``: :func:`open_stage`, see
+:mod:`edgekit.inspect.plugins`): :mod:`edgekit.inspect` never imports this package.
 :func:`open_follower` is what :class:`edgekit.inspect.Cell` calls before it opens its versioned
 model folder: the follower recovers from an interrupted update, waits for a first version on a
 new device, then follows the channel in the background; the cell hands it the model watcher's
-events and each frame's outcome (:func:`frame_health`) for the health check on a new version.
+events and each judged frame (a :class:`~edgekit.inspect.stage.FrameOutcome`, read by
+:func:`frame_health`) for the health check on a new version.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from edgekit.fleet.follower import FleetFollower
+from edgekit.fleet.settings import FleetSettings
+from edgekit.inspect.config import InspectionConfig
+from edgekit.inspect.events import EventEmitter, EventKind
+from edgekit.inspect.inspector import Decision
+from edgekit.inspect.parts import PartVerdict
+from edgekit.inspect.stage import FrameOutcome
+from edgekit.results import Detections, FrameResult
 
-__all__ = ["open_follower", "frame_health"]
+__all__ = ["open_follower", "open_stage", "frame_health", "FollowerStage"]
 
 
-def open_follower(config: Any, model_dir: str, events: Any, stack: contextlib.ExitStack,
+class FollowerStage:
+    """The follower as a stage of the cell (:class:`edgekit.inspect.stage.ModelFollower`)."""
+
+    def __init__(self, follower: FleetFollower) -> None:
+        self.follower = follower
+
+    def observe(self, frame: FrameOutcome) -> None:
+        self.follower.observe(*frame_health(frame.result, frame.decisions, frame.parts))
+
+    def vet(self, folder: Path) -> str | None:
+        return self.follower.vet(folder)
+
+    def on_model_event(self, kind: EventKind, payload: Mapping[str, Any]) -> None:
+        self.follower.on_model_event(kind, dict(payload))
+
+
+def open_stage(config: InspectionConfig, model_dir: str, events: EventEmitter, stack: contextlib.ExitStack,
+               isolate: bool | None = None) -> FollowerStage:
+    """:func:`open_follower` as a stage of the cell (what :class:`edgekit.inspect.Cell` opens)."""
+    return FollowerStage(open_follower(config, model_dir, events, stack, isolate))
+
+
+def open_follower(config: InspectionConfig, model_dir: str, events: EventEmitter, stack: contextlib.ExitStack,
                   isolate: bool | None = None) -> FleetFollower:
     """Start following ``config.fleet``'s channel into `model_dir`; rollout events go to `events`
     (an EventEmitter) and, with a broker, the status to MQTT. Closed by `stack`.
@@ -25,9 +59,9 @@ def open_follower(config: Any, model_dir: str, events: Any, stack: contextlib.Ex
         ModelError: a new device got no version from the channel in time.
         EdgekitError: cryptography or paho-mqtt is missing.
     """
-    from edgekit.inspect.events import EventKind
-
     s = config.fleet
+    if not isinstance(s, FleetSettings):
+        raise TypeError(f"open_follower expects a config with [model] channel, got fleet settings {s!r}")
     follower: FleetFollower | None = None
     publisher = None
     if s.broker is not None:
@@ -46,13 +80,14 @@ def open_follower(config: Any, model_dir: str, events: Any, stack: contextlib.Ex
     return follower
 
 
-def frame_health(result: Any, decisions: Sequence[Any], parts: Sequence[Any] = ()) -> tuple[float | None, bool | None]:
+def frame_health(result: FrameResult, decisions: Sequence[Decision],
+                 parts: Sequence[PartVerdict] = ()) -> tuple[float | None, bool | None]:
     """A frame's top score (None: no detection) and whether a verdict failed (None: no verdict).
 
     ``decisions``: the frame's per-frame decisions; ``parts``: the per-part verdicts it gave (parts that
     crossed the line in it), so a cell judging parts has its FAIL rate watched too."""
-    scores = getattr(getattr(result, "detections", None), "scores", None)
+    scores = result.result.scores if isinstance(result.result, Detections) else None
     top = float(scores.max()) if scores is not None and len(scores) else None
-    passed = [d.verdict.passed for d in decisions if getattr(d, "verdict", None) is not None]
+    passed = [d.verdict.passed for d in decisions if d.verdict is not None]
     passed += [p.passed for p in parts]
     return top, (not all(passed) if passed else None)

@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from edgekit.errors import ModelError
 from edgekit.fleet.health import Health, HealthTracker, HealthVerdict
@@ -32,6 +32,7 @@ from edgekit.fleet.state import FollowerState, Outcome, Phase, Trial
 from edgekit.fleet.status import DeviceStatus
 from edgekit.fleet.transport import TooLarge, TransferError, fetch, join_url
 from edgekit.fleet.verify import VerificationError, download_verified, local_problem
+from edgekit.inspect.events import EventKind
 from edgekit.inspect.modelwatch import find_versions
 from edgekit.sinks.durable import fsync_dir
 
@@ -176,12 +177,11 @@ class FleetFollower:
             self.publish_status()
 
     # --- what the serving loop reports ----------------------------------------------------
-    def on_model_event(self, kind: Any, payload: dict[str, Any]) -> None:
+    def on_model_event(self, kind: EventKind, payload: Mapping[str, Any]) -> None:
         """The watcher's MODEL_SWITCH / MODEL_REFUSED events (any thread; never blocks long)."""
-        kind = getattr(kind, "value", kind)
         version = payload.get("version")
         trial = self.state.trial
-        if kind == "model_switch" and isinstance(version, int):
+        if kind is EventKind.MODEL_SWITCH and isinstance(version, int):
             self.serving = version
             on_trial = trial is not None and trial.version == version
             self.health.switched(version, trial=on_trial)
@@ -193,7 +193,7 @@ class FleetFollower:
             elif self.phase in (Phase.STARTING, Phase.INSTALLED, Phase.TRIAL):
                 self.phase = Phase.SERVING
             self._wake.set()
-        elif kind == "model_refused" and trial is not None and version == trial.version:
+        elif kind is EventKind.MODEL_REFUSED and trial is not None and version == trial.version:
             self._actions.put(("reject", version, f"the serving loop refused it: {payload.get('reason')}"))
             self._wake.set()
 

@@ -27,7 +27,10 @@ from edgekit.inspect.engine import CellDetector, ResultStream
 from edgekit.inspect.events import EventEmitter, EventKind, EventSink, SequenceCounter
 from edgekit.inspect.inspector import Decision, Inspector
 from edgekit.inspect.metrics import Metrics
+from edgekit.inspect.stage import FrameOutcome, ModelFollower, Stage, follower_opener
 from edgekit.inspect.systemd import Watchdog
+from edgekit.inspect.triggers import TriggerMode
+from edgekit.results import Detections, Segmentation
 
 if TYPE_CHECKING:  # OpenCV and the loop load when a cell opens, not when edgekit.inspect is imported
     from edgekit.inspect.dashboard import Dashboard
@@ -45,13 +48,12 @@ class CellNotOpen(EdgekitError, RuntimeError):
     """:meth:`Cell.run` was called on a cell that is not open (use it in a ``with`` block)."""
 
 
-def _judged(result: FrameResult) -> tuple[Any, Any]:
+def _judged(result: FrameResult) -> tuple[Detections, list[int] | None]:
     """What the rules judge in a frame: a detector's boxes (areas: their own), or a segmenter's
     regions as boxes with the pixels they cover as areas (rules' min_area)."""
-    regions = getattr(result.result, "regions", None)
-    if regions is None:
-        return result.detections, None
-    return result.result.as_detections(), [r.area for r in regions]  # type: ignore[union-attr]
+    if isinstance(result.result, Segmentation):
+        return result.result.as_detections(), [r.area for r in result.result.regions]
+    return result.detections, None
 
 
 def source_spec(config: InspectionConfig) -> SourceSpec:
@@ -124,7 +126,8 @@ class Cell:
         self.metrics: Metrics | None = None
         self.parts: PartsStage | None = None  # per-part mode (opened with the cell)
         self.dashboard: Dashboard | None = None  # the operator's page ([dashboard])
-        self.fleet: Any = None  # an edgekit.fleet FleetFollower when [model] names a channel
+        self.fleet: ModelFollower | None = None  # [model] channel: the release channel's follower (edgekit.fleet)
+        self.stages: list[Stage] = []  # what watches each judged frame: the follower, the dashboard
         self.published = 0  # decisions published as events so far
         self._given_detector = detector
         self._given_source = source
@@ -176,9 +179,9 @@ class Cell:
             self.detector: CellDetector = self._given_detector
         elif self.model_dir:
             if cfg.fleet is not None:  # first the channel's verified version into the folder
-                from edgekit.fleet.cellhook import open_follower
-
-                self.fleet = open_follower(cfg, self.model_dir, self.events, stack, self.isolate)
+                opener = follower_opener("fleet", f"{cfg.path}: [model] channel")
+                self.fleet = opener(cfg, self.model_dir, self.events, stack, self.isolate)
+                self.stages.append(self.fleet)
             self.detector = stack.enter_context(contextlib.closing(self._hot_swap(self._options())))
         elif cfg.model.path:
             self.detector = stack.enter_context(contextlib.closing(self._fixed(self._options())))
@@ -193,16 +196,17 @@ class Cell:
         labels = self.detector.labels
         cfg.check_labels(list(labels) if labels else None)  # no labels: the rules would count nothing
         self.inspector = stack.enter_context(Inspector.from_config(cfg))
-        self._per_frame = cfg.parts is None or bool(cfg.rules) or cfg.trigger.mode.value != "continuous"
+        self._per_frame = cfg.parts is None or bool(cfg.rules) or cfg.trigger.mode is not TriggerMode.CONTINUOUS
         if cfg.parts is not None:
             from edgekit.inspect.perpart import PartsStage
 
             cfg.parts.check_labels(list(labels) if labels else None)
             self.parts = stack.enter_context(PartsStage(cfg.parts, self.events, self.metrics, cfg.state_dir))
         if cfg.dashboard is not None:
-            from edgekit.inspect.dashboard import cell_dashboard
+            from edgekit.inspect.dashboard import DashboardStage, cell_dashboard
 
             self.dashboard = stack.enter_context(cell_dashboard(self, cfg.dashboard))
+            self.stages.append(DashboardStage(self.dashboard, self.parts))
 
     def _options(self) -> DetectorOptions:
         from edgekit.tasks import DetectorOptions
@@ -271,8 +275,6 @@ class Cell:
             raise CellNotOpen("open the cell first: `with Cell.from_config(config) as cell: ...`")
         self._stream = stream = self._open_stream(max_frames, duration)
         processed, checked_frame, last_queue = 0, False, 0.0
-        if self.fleet is not None:
-            from edgekit.fleet.cellhook import frame_health
         try:
             with contextlib.closing(stream):
                 self.watchdog.ready(f"inspecting {self.config.source.target}")
@@ -292,10 +294,10 @@ class Cell:
                         if self._publish(decision):
                             yield decision
                     self._observe(result, processed)
-                    if self.fleet is not None:  # the health check of a version on trial
-                        self.fleet.observe(*frame_health(result, decisions, parts))
-                    if self.dashboard is not None:  # hands over the newest frame; never waits for a viewer
-                        self.dashboard.observe(result, self.parts.last if self.parts is not None else None)
+                    if self.stages:  # the follower's health check of a version on trial; the dashboard
+                        outcome = FrameOutcome(result, decisions, parts)
+                        for stage in self.stages:
+                            stage.observe(outcome)
                     if time.monotonic() - last_queue > 1.0:
                         self._queue_gauges()
                         last_queue = time.monotonic()

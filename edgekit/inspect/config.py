@@ -20,14 +20,17 @@ from typing import TYPE_CHECKING, Any
 from edgekit.errors import ConfigError, InputError
 from edgekit.inspect.rules import Anchor, Rule, Zone
 from edgekit.inspect.sinkconfig import SinksConfig, parse_sinks
+from edgekit.inspect.plugins import section_parser
 from edgekit.inspect.tomlpos import NONNEG_INT, PORT, POS_INT, POS_NUM, Context, KeyLines, Table
 from edgekit.inspect.triggers import PublishMode, TriggerMode
 from edgekit.sinks.mqtt import check_topic_part
 
 if TYPE_CHECKING:
-    from edgekit.fleet.settings import FleetSettings
     from edgekit.inspect.dashboard.config import DashboardConfig
     from edgekit.inspect.partsconfig import PartsConfig
+
+# Keys of [model] that the release-channel wing reads (edgekit.fleet.settings, an edgekit.cell_sections entry point).
+FLEET_MODEL_KEYS = ("channel", "public_key", "trust")
 
 __all__ = ["InspectionConfig", "SourceConfig", "ModelConfig", "TriggerConfig", "MetricsConfig",
            "SinksConfig", "load_config", "parse_config"]
@@ -98,7 +101,9 @@ class InspectionConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     parts: PartsConfig | None = None  # per-part mode: [parts], [line], [plc]
     dashboard: DashboardConfig | None = None  # [dashboard]: the operator's page (edgekit.inspect.dashboard)
-    fleet: FleetSettings | None = None  # [model] channel and [fleet]: follow a release channel (edgekit.fleet)
+    # [model] channel and [fleet]: follow a release channel; the settings of the wing that owns the
+    # section (edgekit.fleet's FleetSettings, found through edgekit.inspect.plugins)
+    fleet: object | None = None
 
     def check_labels(self, labels: list[str] | None) -> None:
         """Raises ConfigError when a rule counts a label the model does not have, or when rules
@@ -189,16 +194,18 @@ def _build(top: Table) -> InspectionConfig:
     _unique([z.name for z in zones], top, "zones")
     rules = tuple(_rule(r, {z.name for z in zones}) for r in top.tables("rules"))
     trig_t, sinks_t, met_t = top.table("trigger"), top.table("sinks"), top.table("metrics")
+    source, model = _source(src_t), _model(model_t)
+    trigger = _trigger(trig_t) if trig_t else TriggerConfig()
     config = InspectionConfig(
-        path=ctx.name, device=device, state_dir=str(state_dir), source=_source(src_t), model=_model(model_t),
-        trigger=_trigger(trig_t) if trig_t else TriggerConfig(), zones=zones, rules=rules,
+        path=ctx.name, device=device, state_dir=str(state_dir), source=source, model=model,
+        trigger=trigger, zones=zones, rules=rules,
         sinks=parse_sinks(sinks_t, device, str(state_dir)) if sinks_t else SinksConfig(),
-        metrics=_metrics(met_t) if met_t else MetricsConfig(), parts=_parts(top, zones), dashboard=_dashboard(top))
+        metrics=_metrics(met_t) if met_t else MetricsConfig(), parts=_parts(top, zones),
+        dashboard=_dashboard(top, trigger))
     if model_t.has("channel") or top.has("fleet"):
-        from edgekit.fleet.settings import parse_fleet
-
+        parse = section_parser("fleet", f"{ctx.name}: {'[model] channel' if model_t.has('channel') else '[fleet]'}")
         mq = config.sinks.mqtt
-        fleet = parse_fleet(model_t, top.table("fleet"), (mq.host, mq.port) if mq is not None else None)
+        fleet = parse(model_t, top.table("fleet"), (mq.host, mq.port) if mq is not None else None)
         config = dataclasses.replace(config, fleet=fleet)
     if config.source.width and config.source.height:
         for zone in zones:
@@ -219,14 +226,13 @@ def _parts(top: Table, zones: tuple[Zone, ...]) -> PartsConfig | None:
     return parse_parts(top, zones, frame if all(isinstance(v, int) for v in frame) else None)
 
 
-def _dashboard(top: Table) -> DashboardConfig | None:
+def _dashboard(top: Table, trigger: TriggerConfig) -> DashboardConfig | None:
     t = top.table("dashboard")
     if t is None:
         return None
     from edgekit.inspect.dashboard.config import parse_dashboard
 
-    trig = top.data.get("trigger")
-    return parse_dashboard(t, on_demand=isinstance(trig, dict) and trig.get("mode") == TriggerMode.ON_DEMAND.value)
+    return parse_dashboard(t, on_demand=trigger.mode is TriggerMode.ON_DEMAND)
 
 
 def _missing(t: Table, key: str, expect: str) -> Any:
@@ -261,8 +267,7 @@ def _source(t: Table) -> SourceConfig:
 def _model(t: Table) -> ModelConfig:
     from edgekit.runtimes.delegates import Delegate
 
-    t.allow("path", "dir", "delegate", "threads", "labels", "threshold", "poll_seconds", "channel", "public_key",
-            "trust")  # the last three: edgekit.fleet.settings
+    t.allow("path", "dir", "delegate", "threads", "labels", "threshold", "poll_seconds", *FLEET_MODEL_KEYS)
     if t.has("path") == t.has("dir"):
         raise t.error(None, "give exactly one of path (a .tflite file) or dir (a versioned model folder)")
     delegate = t.get("delegate", str, "auto", expect="auto, cpu, xnnpack, edgetpu or edgetpu:usb:N")

@@ -271,6 +271,11 @@ class Rejector:
         self._thread: threading.Thread | None = None
         self._order = itertools.count()
 
+    @property
+    def queued(self) -> int:
+        """Rejects accepted and not yet written (waiting for their delay or a retry)."""
+        return self._inbox.qsize()
+
     def start(self) -> Rejector:
         """Check the outputs (unless ``check=False``) and start the thread.
 

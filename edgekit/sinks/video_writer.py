@@ -16,7 +16,8 @@ import cv2
 import numpy as np
 
 from edgekit.errors import InputError
-from edgekit.results import FrameResult, draw
+from edgekit.drawing import draw
+from edgekit.results import FrameResult
 
 __all__ = ["VideoWriterSink", "WindowSink", "gui_available", "FOURCC_BY_SUFFIX"]
 

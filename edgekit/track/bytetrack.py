@@ -106,6 +106,11 @@ class TrackedDetections(Detections):
                              f"{len(ids)} track ids")
         object.__setattr__(self, "track_ids", ids)
 
+    def _rows(self, idx: np.ndarray) -> TrackedDetections:
+        """Slicing, masks and :meth:`filter` keep each row's track id."""
+        d = Detections(self.xyxy[idx], self.scores[idx], self.class_ids[idx], tuple(self.labels[i] for i in idx))
+        return TrackedDetections(d.xyxy, d.scores, d.class_ids, d.labels, self.track_ids[idx])
+
     def to_list(self, ndigits: int = 2) -> list[dict[str, Any]]:
         """JSON-ready detections, each with ``track_id`` (None when not on a confirmed track)."""
         rows = super().to_list(ndigits)

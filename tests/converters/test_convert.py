@@ -22,7 +22,7 @@ from edgekit.converters import AccuracyGateError, ConvertOptions, Mode, Preproce
 from edgekit.converters.data import load_data
 from edgekit.converters.options import ColorOrder, ResizeMode
 from edgekit.converters.preprocessing import resolve_preprocessing
-from edgekit.converters.source import load_source
+from edgekit.converters.load import load_source
 from edgekit.errors import InputError
 from edgekit.runtimes import inspect_model
 from tests import _tiny_models as tiny

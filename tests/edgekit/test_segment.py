@@ -8,7 +8,7 @@ import pytest
 from edgekit.contract.keypoints import decode_poses
 from edgekit.contract.segmentation import SegmentationMask
 from edgekit.errors import InputError
-from edgekit.pose import draw_poses
+from edgekit.drawing import draw_poses
 from edgekit.preprocess import Transform
 from edgekit.segment import background_id, draw_segmentation, find_regions, segmentation_of
 

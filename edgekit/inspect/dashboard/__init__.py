@@ -16,11 +16,17 @@ package (no build step, nothing fetched from elsewhere).
 
 from __future__ import annotations
 
-from edgekit.inspect.dashboard.cellview import DashboardSink, cell_dashboard, detect_dashboard, parse_serve
+from edgekit.inspect.dashboard.cellview import (
+    DashboardSink,
+    DashboardStage,
+    cell_dashboard,
+    detect_dashboard,
+    parse_serve,
+)
 from edgekit.inspect.dashboard.config import DashboardConfig, TokenSource, is_local, parse_dashboard, resolve_token
 from edgekit.inspect.dashboard.render import Overlay, OverlayLine, overlay_of
 from edgekit.inspect.dashboard.server import Dashboard
 
-__all__ = ["Dashboard", "DashboardConfig", "DashboardSink", "Overlay", "OverlayLine", "TokenSource",
+__all__ = ["Dashboard", "DashboardConfig", "DashboardSink", "DashboardStage", "Overlay", "OverlayLine", "TokenSource",
            "cell_dashboard", "detect_dashboard", "is_local", "overlay_of", "parse_dashboard", "parse_serve",
            "resolve_token"]

@@ -13,12 +13,14 @@ from edgekit.inspect.dashboard.config import DashboardConfig, resolve_token
 from edgekit.inspect.dashboard.render import overlay_of
 from edgekit.inspect.dashboard.server import Dashboard
 
+from edgekit.inspect.stage import CellView, FrameOutcome
+
 if TYPE_CHECKING:
-    from edgekit.inspect.cell import Cell
     from edgekit.inspect.config import InspectionConfig
+    from edgekit.inspect.perpart import PartsStage
     from edgekit.results import FrameResult
 
-__all__ = ["DashboardSink", "cell_dashboard", "config_secrets", "detect_dashboard", "parse_serve"]
+__all__ = ["DashboardSink", "DashboardStage", "cell_dashboard", "config_secrets", "detect_dashboard", "parse_serve"]
 
 TOKEN_ENV = "EDGEKIT_DASHBOARD_TOKEN"
 
@@ -38,27 +40,37 @@ def config_secrets(config: InspectionConfig) -> list[str]:
     return out
 
 
-def _plc(cell: Cell) -> dict[str, Any]:
+class DashboardStage:
+    """The dashboard as a stage of the cell: each judged frame, and the newest part verdict."""
+
+    def __init__(self, dashboard: Dashboard, parts: PartsStage | None = None) -> None:
+        self.dashboard, self.parts = dashboard, parts
+
+    def observe(self, frame: FrameOutcome) -> None:
+        """Hands over the newest frame; never waits for a viewer."""
+        self.dashboard.observe(frame.result, self.parts.last if self.parts is not None else None)
+
+
+def _plc(cell: CellView, dash: Dashboard) -> dict[str, Any]:
     parts = cell.parts
     rejector = parts.rejector if parts is not None else None
     if rejector is None:
         return {"state": "none"}
     counts = {kind.value: n for kind, n in rejector.counts.items()}
-    last = next((e for e in reversed(list(cell.dashboard.state.events)) if e["kind"] == "reject"), None) \
-        if cell.dashboard is not None else None
+    last = next((e for e in reversed(list(dash.state.events)) if e["kind"] == "reject"), None)
     state = "idle" if last is None else {"written": "ok", "retry": "retrying", "failed": "failed",
                                          "dropped": "failed"}.get(last["payload"].get("result"), "ok")
     lat = sorted(rejector.latencies_ms)
     return {"state": state, "outputs": [out.name for out in rejector.outputs], **counts,
-            "queued": rejector._inbox.qsize(), "delay_s": rejector.delay,
+            "queued": rejector.queued, "delay_s": rejector.delay,
             "latency_ms_p50": round(lat[len(lat) // 2], 2) if lat else None,
             "last_error": None if last is None else last["payload"].get("error")}
 
 
-def _sinks(cell: Cell) -> list[dict[str, Any]]:
+def _sinks(cell: CellView, dash: Dashboard) -> list[dict[str, Any]]:
     out = []
     for sink in cell.events.sinks:
-        if sink is getattr(cell.dashboard, "feed", None):
+        if sink is dash.feed:
             continue
         queue = getattr(sink, "queue", None)
         try:
@@ -69,7 +81,7 @@ def _sinks(cell: Cell) -> list[dict[str, Any]]:
     return out
 
 
-def cell_dashboard(cell: Cell, config: DashboardConfig) -> Dashboard:
+def cell_dashboard(cell: CellView, config: DashboardConfig) -> Dashboard:
     """The dashboard of an open cell (not started): its zones and counting line on the live view,
     its events through an event sink, its model, sinks and PLC in the status, and the cell's
     on-demand trigger when ``config.trigger`` is on."""
@@ -83,7 +95,7 @@ def cell_dashboard(cell: Cell, config: DashboardConfig) -> Dashboard:
         version = cell.events.model_version
         return {"device": cfg.device, "model": {"version": version, "file": Path(model.path).name,
                                                 "backend": getattr(model.backend, "name", str(model.backend))},
-                "sinks": _sinks(cell), "sink_errors": cell.events.sink_errors, "plc": _plc(cell),
+                "sinks": _sinks(cell, dash), "sink_errors": cell.events.sink_errors, "plc": _plc(cell, dash),
                 "trigger_mode": cfg.trigger.mode.value, "time": time.time()}
 
     def trigger() -> str:

@@ -67,7 +67,8 @@ def annotate(result: FrameResult, extra: Any, overlay: Overlay, max_width: int) 
     """
     import cv2
 
-    from edgekit.results import Detections, draw
+    from edgekit.drawing import draw
+    from edgekit.results import Detections
 
     captured = result.captured
     if captured is None:

@@ -23,7 +23,8 @@ from edgekit.contract import (
 )
 from edgekit.errors import InputError, ModelError
 from edgekit.preprocess import ResizeMode, Transform, fit
-from edgekit.results import Classes, Detection, Detections, draw
+from edgekit.drawing import draw
+from edgekit.results import Classes, Detection, Detections
 from edgekit.runtimes.tensors import TensorSpec
 
 BOXES = np.array([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [0, 0, 10, 5]], np.float32)

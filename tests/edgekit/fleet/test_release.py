@@ -162,17 +162,19 @@ def test_a_cell_judging_parts_has_its_fail_rate_watched() -> None:
 
     from edgekit.fleet.cellhook import frame_health
     from edgekit.inspect.parts import Outcome, PartVerdict
+    from edgekit.results import Detections, FrameResult
 
     def part(outcome: Outcome) -> PartVerdict:
         return PartVerdict(1, 1, "part", outcome, ("dent",) if outcome is Outcome.FAIL else (), (), 0, 9, 10, 0.0,
                            1.0, 9, 1.0, 0.0, "line", (0, 0, 1, 1), 3, 0.9)
 
-    frame = SimpleNamespace(detections=SimpleNamespace(scores=np.array([0.3, 0.8])))
-    assert frame_health(frame, []) == (0.8, None)  # no part crossed: no verdict
-    assert frame_health(frame, [], [part(Outcome.PASS)]) == (0.8, False)
-    assert frame_health(frame, [], [part(Outcome.PASS), part(Outcome.FAIL)]) == (0.8, True)
+    frame = FrameResult(0, 0.0, 0.0, 0.0, Detections(np.array([[0, 0, 1, 1], [0, 0, 2, 2]]), np.array([0.25, 0.75]),
+                                                     np.array([0, 0])))
+    assert frame_health(frame, []) == (0.75, None)  # no part crossed: no verdict
+    assert frame_health(frame, [], [part(Outcome.PASS)]) == (0.75, False)
+    assert frame_health(frame, [], [part(Outcome.PASS), part(Outcome.FAIL)]) == (0.75, True)
     failed_frame = SimpleNamespace(verdict=SimpleNamespace(passed=False))
-    assert frame_health(frame, [failed_frame], [part(Outcome.PASS)]) == (0.8, True)
+    assert frame_health(frame, [failed_frame], [part(Outcome.PASS)]) == (0.75, True)
 
     tracker = HealthTracker(HealthThresholds(window=40, baseline=40))
     tracker.switched(1, trial=False)

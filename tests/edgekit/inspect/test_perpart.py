@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from edgekit.errors import ConfigError
+from edgekit.fleet.cellhook import frame_health
 from edgekit.inspect import Cell
 from edgekit.inspect.config import parse_config
 from edgekit.inspect.parts import PartVerdict
@@ -272,7 +273,8 @@ def test_a_fleet_trial_sees_the_part_verdicts(tmp_path: Path, make_parts_belt) -
     config = parse_config(text, name="cell.toml", base=tmp_path)
     seen: list[bool | None] = []
     with Cell(config, detector=_Detector(belt.frames, tmp_path / "model.tflite")) as cell:
-        cell.fleet = SimpleNamespace(observe=lambda score, failed, error=False: seen.append(failed))
+        cell.stages.append(SimpleNamespace(observe=lambda frame: seen.append(frame_health(
+            frame.result, frame.decisions, frame.parts)[1])))
         verdicts = list(cell.run())
     judged = [failed for failed in seen if failed is not None]
     assert len(seen) == len(belt.frames) and judged == [not v.passed for v in verdicts]

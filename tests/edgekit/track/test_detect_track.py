@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit.results import Detections, draw
+from edgekit.drawing import draw
+from edgekit.results import Detections
 from edgekit.track import TrackedDetections
 from tests.conftest import shared_model, write_mjpg
 

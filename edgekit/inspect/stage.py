@@ -1,0 +1,91 @@
+"""What an inspection cell publishes to the stages that watch it.
+
+The cell judges each frame itself (rules, parts), then hands every watching stage one
+:class:`FrameOutcome`; a stage reads that and the :class:`CellView` (what an open cell publishes),
+never the cell's private attributes. The dashboard is one stage; a release channel's follower
+(:class:`ModelFollower`, from ``edgekit.fleet``) is another, which the cell finds through
+:mod:`edgekit.inspect.plugins` without importing it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, cast
+
+from edgekit.errors import ConfigError
+from edgekit.inspect.plugins import FOLLOWERS, plugin
+
+if TYPE_CHECKING:
+    from edgekit.inspect.config import InspectionConfig
+    from edgekit.inspect.engine import CellDetector
+    from edgekit.inspect.events import EventEmitter, EventKind
+    from edgekit.inspect.inspector import Decision, Inspector
+    from edgekit.inspect.parts import PartVerdict
+    from edgekit.inspect.perpart import PartsStage
+    from edgekit.results import FrameResult
+
+__all__ = ["FrameOutcome", "Stage", "CellView", "ModelFollower", "FollowerOpener", "follower_opener"]
+
+
+@dataclass(frozen=True)
+class FrameOutcome:
+    """One frame as the cell judged it: its result, the frame's per-frame decisions and the part
+    verdicts it gave (parts that crossed the line in it)."""
+
+    result: FrameResult
+    decisions: Sequence[Decision] = ()
+    parts: Sequence[PartVerdict] = ()
+
+
+class Stage(Protocol):
+    """A part of the cell that watches each judged frame (the dashboard, a fleet follower's health
+    check). Called on the loop's thread: it must not wait."""
+
+    def observe(self, frame: FrameOutcome) -> None: ...
+
+
+class CellView(Protocol):
+    """What an open cell publishes for the stages that read it."""
+
+    @property
+    def config(self) -> InspectionConfig: ...
+
+    @property
+    def events(self) -> EventEmitter: ...
+
+    @property
+    def detector(self) -> CellDetector: ...
+
+    @property
+    def inspector(self) -> Inspector: ...
+
+    @property
+    def parts(self) -> PartsStage | None: ...
+
+
+class ModelFollower(Stage, Protocol):
+    """A stage that also decides which model versions the cell may switch to (a release channel's
+    follower): it vets a version's folder before the cell reads it, and hears the cell's switches."""
+
+    def vet(self, folder: Path) -> str | None: ...
+
+    def on_model_event(self, kind: EventKind, payload: Mapping[str, Any]) -> None: ...
+
+
+# (config, model folder, the cell's events, the cell's exit stack, isolate) -> the started follower
+FollowerOpener = Callable[["InspectionConfig", str, "EventEmitter", contextlib.ExitStack, "bool | None"],
+                          ModelFollower]
+
+
+def follower_opener(name: str, asked_by: str) -> FollowerOpener:
+    """What opens the follower of wing ``name`` (an ``edgekit.cell_followers`` entry point).
+
+    Raises:
+        ConfigError: none is installed, or what is installed is no function.
+    """
+    obj = plugin(FOLLOWERS, name, asked_by)
+    if not callable(obj):
+        raise ConfigError(f"{asked_by}: the {name!r} entry point of {FOLLOWERS} is {obj!r}, not a function")
+    return cast(FollowerOpener, obj)
