@@ -15,7 +15,19 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 __all__ = ["Status", "Check", "check_python", "check_interpreters", "check_edgetpu", "check_cameras",
-           "check_opencv", "check_extras", "check_power", "check_disk"]
+           "check_opencv", "check_extras", "check_power", "check_disk", "check_floors", "parse_floors",
+           "FLOOR_MODULES", "PIWHEELS"]
+
+# The distributions whose oldest allowed version pyproject.toml states (read back from the installed
+# metadata, so the floors are written once), each with the module that is really imported. On a Pi
+# that can be Debian's (python3-numpy, python3-pil, python3-opencv), seen through a venv made with
+# --system-site-packages, whatever pip installed.
+FLOOR_MODULES = {"numpy": ("numpy", "numpy"), "pillow": ("PIL", "Pillow"),
+                 "opencv-python-headless": ("cv2", "OpenCV")}
+# Where 32-bit ARM gets numpy, OpenCV, Pillow and tflite-runtime wheels (PyPI has none for armv7l);
+# Raspberry Pi OS configures it in /etc/pip.conf, other Debian boards need it said.
+PIWHEELS = "https://www.piwheels.org/simple"
+_TFLITE_RUNTIME_32 = f"pip install --extra-index-url {PIWHEELS} tflite-runtime 'numpy<2'"
 
 
 class Status(str, enum.Enum):
@@ -40,20 +52,16 @@ def check_python(info: Sequence[int], bits: int, machine: str) -> list[Check]:
     checks = [Check("python", Status.OK, f"Python {text}, {bits}-bit, {machine}") if tuple(info[:2]) >= (3, 10)
               else Check("python", Status.FAIL, f"Python {text} is too old; edgekit needs 3.10+",
                          "install Python 3.10 or newer (Raspberry Pi OS Bookworm ships 3.11)")]
-    if bits == 32 and machine.startswith(("arm", "aarch")):
-        # 32-bit Raspberry Pi OS on a Pi 4/5 runs a 64-bit kernel: machine says aarch64, and so
-        # do pip's markers, which then ask for ai-edge-litert; the pointer size tells the truth.
-        kernel = " under a 64-bit kernel (machine aarch64)" if machine.startswith("aarch") else ""
-        checks.append(Check("32-bit ARM", Status.WARN,
-                            f"32-bit Python{kernel}: ai-edge-litert has no wheels for it; use tflite-runtime",
-                            "pip install tflite-runtime 'numpy<2' (examples/raspberrypi/install.sh does this; "
-                            "or move to 64-bit Raspberry Pi OS)"))
     return checks
 
 
 def check_interpreters(numpy_version: str, backends: list[tuple[str, str | None, str | None]],
-                       installed: set[str]) -> list[Check]:
-    """numpy against each installed interpreter, and whether any interpreter works."""
+                       installed: set[str], bits: int = 64, machine: str = "") -> list[Check]:
+    """numpy against each installed interpreter, and whether any interpreter works.
+
+    On 32-bit ARM (``bits`` is the pointer size: 32-bit Raspberry Pi OS under a Pi 4/5's 64-bit
+    kernel says aarch64) the interpreter is tflite-runtime; ai-edge-litert has no wheels there.
+    """
     numpy_major = int(numpy_version.split(".")[0])
     checks = [Check("numpy", Status.OK, f"numpy {numpy_version} (C ABI of numpy {numpy_major}.x)")]
     working = []
@@ -77,9 +85,19 @@ def check_interpreters(numpy_version: str, backends: list[tuple[str, str | None,
         else:
             checks.append(Check(f"interpreter {name}", Status.FAIL, problem or "unusable",
                                 f"pip install --force-reinstall {name.replace('_', '-')}"))
+    arm32 = bits == 32 and machine.startswith(("arm", "aarch"))
+    if arm32 and "tflite_runtime" not in working:
+        # 32-bit Raspberry Pi OS on a Pi 4/5 runs a 64-bit kernel: machine says aarch64, and so
+        # do pip's markers, which then ask for ai-edge-litert; the pointer size tells the truth.
+        kernel = " under a 64-bit kernel (machine aarch64)" if machine.startswith("aarch") else ""
+        checks.append(Check("32-bit ARM", Status.WARN,
+                            f"32-bit Python{kernel}: ai-edge-litert has no wheels for it; use tflite-runtime",
+                            f"{_TFLITE_RUNTIME_32}  (examples/raspberrypi/install.sh does this; "
+                            "or move to 64-bit Raspberry Pi OS)"))
     if not working:
         checks.append(Check("interpreter", Status.FAIL, "no TFLite interpreter can be used",
-                            "pip install ai-edge-litert  (32-bit Raspberry Pi OS: pip install tflite-runtime "
+                            _TFLITE_RUNTIME_32 + "  (32-bit ARM: ai-edge-litert has no wheels for it)" if arm32
+                            else "pip install ai-edge-litert  (32-bit Raspberry Pi OS: pip install tflite-runtime "
                             "'numpy<2')"))
     else:
         chosen = os.environ.get("EDGEKIT_BACKEND") or working[0]
@@ -88,6 +106,54 @@ def check_interpreters(numpy_version: str, backends: list[tuple[str, str | None,
         if working[0] != "tensorflow":
             checks.append(Check("xnnpack", Status.OK, f"XNNPACK is built into {working[0]} and on by default "
                                 "(`edgekit doctor -m MODEL` shows how much of a model it takes)"))
+    return checks
+
+
+def parse_floors(requirements: Sequence[str]) -> dict[str, str]:
+    """``{distribution: oldest version}`` of the unconditional ``name>=version`` requirements.
+
+    ``requirements`` as ``importlib.metadata.requires`` gives them; markers (an extra, a machine)
+    make a requirement conditional and it is left out.
+    """
+    floors = {}
+    for req in requirements:
+        m = re.match(r"^\s*([A-Za-z0-9_.-]+)\s*>=\s*([0-9][0-9.]*)\s*$", req)
+        if m:
+            floors[m.group(1).lower()] = m.group(2)
+    return floors
+
+
+def _release(text: str) -> tuple[int, ...]:
+    m = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(int(p) for p in m.group(0).split(".")) if m else ()
+
+
+def check_floors(imported: dict[str, tuple[str | None, str | None]], floors: dict[str, str]) -> list[Check]:
+    """The numpy, Pillow and OpenCV really imported against the floors edgekit declares.
+
+    ``imported`` maps a distribution of :data:`FLOOR_MODULES` to the ``__version__`` and the folder
+    of its module as imported here (``(None, None)``: not importable; OpenCV's absence is
+    :func:`check_opencv`'s to report).
+    """
+    checks = []
+    for dist, (module, label) in FLOOR_MODULES.items():
+        found, where = imported.get(dist, (None, None))
+        floor = floors.get(dist)
+        if found is None:
+            if module != "cv2":
+                checks.append(Check(f"{label} version", Status.FAIL, f"{label} ({module}) is not importable",
+                                    f"pip install '{dist}>={floor}'" if floor else f"pip install {dist}"))
+            continue
+        origin = f" from {where}" if where else ""
+        if floor is None:
+            checks.append(Check(f"{label} version", Status.OK, f"{label} {found}{origin}"))
+        elif _release(found) < _release(floor):
+            checks.append(Check(f"{label} version", Status.FAIL,
+                                f"{label} {found}{origin} is older than the {floor} edgekit needs",
+                                f"pip install -U '{dist}>={floor}' in edgekit's venv (it takes precedence over "
+                                "Debian's package)"))
+        else:
+            checks.append(Check(f"{label} version", Status.OK, f"{label} {found}{origin} (edgekit needs >= {floor})"))
     return checks
 
 

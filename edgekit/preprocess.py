@@ -55,7 +55,7 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
         InputError: the path is missing, a folder, empty, not an image, truncated or
             corrupt, or larger than :data:`MAX_IMAGE_PIXELS`.
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError
 
     p = Path(path)
     _check_image_path(p)
@@ -70,9 +70,7 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
             if w * h > MAX_IMAGE_PIXELS:
                 raise _too_large(p, w, h)
             im.load()
-            # In place: a copy of a 100-megapixel image would cost another 300 MB.
-            ImageOps.exif_transpose(im, in_place=True)
-            return _to_rgb8(im)
+            return _to_rgb8(_upright(im))
     except InputError:
         raise
     except PermissionError:
@@ -105,6 +103,25 @@ def _too_large(p: Path, w: int, h: int) -> InputError:
 def _head(p: Path) -> bytes:
     with open(p, "rb") as f:
         return f.read(8)
+
+
+# EXIF Orientation values that need a transpose (1 is upright; anything else is not a valid value).
+_TURNED = frozenset(range(2, 9))
+
+
+def _upright(im: Any) -> Any:
+    """The image turned upright per its EXIF orientation; the same object when it already is.
+
+    Not ``exif_transpose(in_place=True)``: that keyword came with Pillow 10, and Raspberry Pi
+    OS's Pillow is 9.4 (picamera2 pulls it into install.sh's venv). Without it, Pillow 9.4
+    returns a copy even of an upright image (300 MB for 100 megapixels); asking first copies
+    only when there is something to turn.
+    """
+    from PIL import ImageOps
+
+    if im.getexif().get(0x0112) not in _TURNED:
+        return im
+    return ImageOps.exif_transpose(im)
 
 
 def _to_rgb8(im: Any) -> np.ndarray:

@@ -55,6 +55,7 @@ class ProbeResult:
     crashed: bool = False
     timed_out: bool = False
     ms: float = 0.0
+    crashed_at: str = ""  # when crashed: the step the child had begun ("create", "invoke", "teardown"), if known
 
 
 _STARTED = {"started": True}  # the child's first line: edgekit and the interpreter imported
@@ -154,6 +155,8 @@ def _read_result(proc: subprocess.CompletedProcess[bytes], ms: float) -> ProbeRe
             pass
     started = _STARTED in docs
     verdict = docs[-1] if docs and isinstance(docs[-1], dict) and "ok" in docs[-1] else None
+    steps = [d["at"] for d in docs if isinstance(d, dict) and isinstance(d.get("at"), str)]
+    at = steps[-1] if steps else ""
     if proc.returncode < 0:
         try:
             name = signal.Signals(-proc.returncode).name
@@ -161,12 +164,14 @@ def _read_result(proc: subprocess.CompletedProcess[bytes], ms: float) -> ProbeRe
             name = f"signal {-proc.returncode}"
         error = f"killed by {name}" + (f" ({tail})" if tail else "")
         # Killed before the model was even read into an interpreter (e.g. SIGILL importing numpy).
-        return ProbeResult(False, "", error, crashed=True, ms=ms) if started else ProbeResult(False, "start", error)
+        return (ProbeResult(False, "", error, crashed=True, ms=ms, crashed_at=at) if started
+                else ProbeResult(False, "start", error))
     if verdict is None:
         # No verdict: the child died some other way (os._exit, out of memory in Python...),
         # or never got as far as the model (Python or edgekit could not start there).
         error = f"exited with status {proc.returncode} without a verdict" + (f" ({tail})" if tail else "")
-        return ProbeResult(False, "", error, crashed=True, ms=ms) if started else ProbeResult(False, "start", error)
+        return (ProbeResult(False, "", error, crashed=True, ms=ms, crashed_at=at) if started
+                else ProbeResult(False, "start", error))
     if verdict["ok"]:
         return ProbeResult(True, ms=ms)
     return ProbeResult(False, str(verdict.get("stage", "")), str(verdict.get("error", "")), ms=ms)
@@ -203,6 +208,11 @@ def _start_child(args: argparse.Namespace) -> Any:
     return resolve_backend(args.backend)
 
 
+def _step(name: str) -> None:
+    """Tell the parent which step begins: a crash is then reported with the step it happened in."""
+    print(json.dumps({"at": name}), flush=True)
+
+
 def _run_child(data: bytes, be: Any, args: argparse.Namespace) -> dict[str, Any]:
     from edgekit.runtimes.delegates import EdgeTPUDevice, load_edgetpu_delegate
 
@@ -210,12 +220,14 @@ def _run_child(data: bytes, be: Any, args: argparse.Namespace) -> dict[str, Any]
     if args.delegate == "edgetpu":
         device = EdgeTPUDevice.parse(args.device) if args.device else None
         delegates.append(load_edgetpu_delegate(be.load_delegate, device))
+    _step("create")
     try:
         interp = be.make_interpreter(model_content=data, num_threads=args.threads, delegates=delegates,
                                      disable_default_delegates=args.delegate in ("cpu", "edgetpu"))
         interp.allocate_tensors()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which words it
         return {"ok": False, "stage": "create", "error": f"{type(exc).__name__}: {exc}"}
+    _step("invoke")
     try:
         _zeros_into(interp)
         interp.invoke()
@@ -223,6 +235,7 @@ def _run_child(data: bytes, be: Any, args: argparse.Namespace) -> dict[str, Any]
         return {"ok": False, "stage": "invoke", "error": f"{type(exc).__name__}: {exc}"}
     finally:
         # Tear down here, before the verdict: a bad model may crash in a destructor too.
+        _step("teardown")
         del interp
         gc.collect()
     return {"ok": True}

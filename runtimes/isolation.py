@@ -91,9 +91,7 @@ def try_in_child(path: str, data: bytes, backend: Backend, delegate: Delegate, d
                          "loop that never ends), or far too slow for this device: if you trust it, allow longer "
                          "(isolate_timeout=..., or --timeout on the command line).")
     if result.crashed:
-        raise ModelError(f"the TFLite interpreter crashed on model {path!r} ({result.error}; it was tried in a "
-                         "separate process, this one is unharmed). The file is corrupt or malicious: do not load "
-                         "it without isolation. Re-export it from its source model, or copy it again.")
+        raise ModelError(_crash_message(path, backend, delegate, result.error, result.crashed_at))
     if result.stage == "create" and not result.error.startswith("DelegateError"):
         # (a delegate that cannot load is reported by this process, when it tries)
         kind, _, text = result.error.partition(": ")
@@ -101,3 +99,32 @@ def try_in_child(path: str, data: bytes, backend: Backend, delegate: Delegate, d
     if result.stage == "invoke":
         return [f"a test run on zeros in a separate process failed ({result.error}); check the inputs you give it"]
     return []
+
+
+_STEPS = {"create": "creating the interpreter and allocating its tensors", "invoke": "running it once on zeros",
+          "teardown": "freeing the interpreter"}
+
+
+def _crash_message(path: str, backend: Backend, delegate: Delegate, error: str, step: str) -> str:
+    """A crash of a file that passed the reader and the graph checks: the interpreter's, on this machine.
+
+    The checks refuse every layout edgekit knows to crash an interpreter, so what is left is most
+    likely this build of the interpreter on this CPU (qemu, an old ARM core, a build bug), not the
+    file; which build, on which machine, and with which signal is what a bug report needs.
+    """
+    import platform
+    import struct
+
+    during = f" while {_STEPS[step]}" if step in _STEPS else ""
+    other = {"ai_edge_litert": "tflite_runtime", "tflite_runtime": "ai_edge_litert"}.get(backend.name)
+    tries = [f"another version of {backend.name.replace('_', '-')}"]
+    if other:
+        tries.insert(0, f"the other interpreter (EDGEKIT_BACKEND={other})")
+    if delegate is Delegate.XNNPACK:
+        tries.append("--delegate cpu (without XNNPACK)")
+    return (f"the TFLite interpreter crashed on model {path!r} on this machine ({backend} on "
+            f"{platform.machine()}, {struct.calcsize('P') * 8}-bit Python, delegate {delegate.value}){during}: "
+            f"{error}. The file passed edgekit's structural checks, so this is most likely a fault of this "
+            "interpreter build on this machine rather than of the file (it was tried in a separate process, "
+            f"this one is unharmed). Try {', or '.join(tries)}; report it with this message if it persists. "
+            "A file from someone you do not trust stays refused: do not load it without isolation.")

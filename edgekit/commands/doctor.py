@@ -1,7 +1,8 @@
 """`edgekit doctor [--json]`: is this machine ready to run edgekit, and what fixes it if not.
 
 Checks Python, numpy against each TFLite interpreter installed (tflite-runtime needs
-numpy<2), the interpreters and XNNPACK, the Edge TPU runtime and devices, cameras and
+numpy<2), the interpreters and XNNPACK, the numpy, Pillow and OpenCV really imported against
+the floors pyproject.toml declares (Debian's, through --system-site-packages, can be older), the Edge TPU runtime and devices, cameras and
 picamera2, OpenCV's GUI support, the optional extras, power on a Raspberry Pi and free
 disk. Every problem comes with the command that fixes it. Exits 0 whatever it finds: it
 reports, the JSON says ok/warn/fail per check.
@@ -25,8 +26,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from edgekit.doctor import (Check, Status, check_cameras, check_disk, check_edgetpu, check_extras,
-                            check_interpreters, check_opencv, check_power, check_python)
+from edgekit.doctor import (FLOOR_MODULES, Check, Status, check_cameras, check_disk, check_edgetpu, check_extras,
+                            check_floors, check_interpreters, check_opencv, check_power, check_python,
+                            parse_floors)
 
 __all__ = ["register", "run", "gather", "check_model"]
 
@@ -132,6 +134,27 @@ def _opencv() -> tuple[str | None, str | None]:
     return cv2.__version__, cv2.getBuildInformation()
 
 
+def _imported(module: str) -> tuple[str | None, str | None]:
+    """The version of ``module`` as Python imports it here, and the folder it comes from."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None, None
+    where = getattr(mod, "__file__", None)
+    return str(getattr(mod, "__version__", "unknown")), os.path.dirname(os.path.dirname(where)) if where else None
+
+
+def _floors() -> dict[str, str]:
+    try:
+        from importlib.metadata import requires
+
+        return parse_floors(requires("edgekit-tflite") or [])
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return {}
+
+
 def gather(disk_path: str = ".", model: str | None = None) -> list[Check]:
     """Every check, on this machine."""
     import numpy as np
@@ -147,7 +170,8 @@ def gather(disk_path: str = ".", model: str | None = None) -> list[Check]:
     cv_version, build = _opencv()
     is_pi = _is_pi()
     checks = [*check_python(tuple(sys.version_info[:3]), struct.calcsize("P") * 8, platform.machine()),
-              *check_interpreters(np.__version__, backends, installed),
+              *check_interpreters(np.__version__, backends, installed, struct.calcsize("P") * 8, platform.machine()),
+              *check_floors({d: _imported(m) for d, (m, _) in FLOOR_MODULES.items()}, _floors()),
               *check_edgetpu(_edgetpu_library(), devices, _usb_speeds(devices)),
               *check_cameras(_cameras(), is_pi, is_pi and importlib.util.find_spec("picamera2") is not None),
               *check_opencv(cv_version, build, {d: _dist(d) for d in ("opencv-python", "opencv-python-headless",

@@ -197,8 +197,11 @@ def decode_classes(scores: np.ndarray, *, labels: Sequence[str] | None = None, t
     """
     s = np.asarray(scores, dtype=np.float32).reshape(-1)
     k = max(0, min(top_k, s.size))
-    top = np.argpartition(-s, k - 1)[:k] if 0 < k < s.size else np.arange(k)
-    top = top[np.lexsort((top, -s[top]))]  # best first; ties: lower id first (as `edgekit classify`)
+    # Best first; ties: lower id first, on every machine and numpy version. argpartition alone
+    # picks *some* of the classes tied at the k-th score (which ones depends on numpy's SIMD
+    # path), so every class scoring at least the k-th best is kept (in id order) and sorted stably.
+    cand = np.flatnonzero(s >= np.partition(s, s.size - k)[s.size - k]) if 0 < k < s.size else np.arange(s.size)
+    top = cand[np.argsort(-s[cand], kind="stable")][:k]
     top = top[s[top] >= threshold]
     return Classes(top, s[top], tuple(label_for(labels, int(i)) for i in top))
 

@@ -92,6 +92,7 @@ def _report_summary(model: Path) -> dict[str, Any] | None:
 
 def _golden_files(model: Path, golden: Path, stage: Path) -> list[tuple[str, bytes]]:
     """Golden inputs (every array of the .npz) and what this model outputs for them."""
+    from edgekit.inspect.golden import expected_arrays
     from edgekit.inspect.selftest import run_golden
     from edgekit.runtimes import load_model
 
@@ -108,7 +109,7 @@ def _golden_files(model: Path, golden: Path, stage: Path) -> list[tuple[str, byt
             safe_path(f"golden/{case}.npy", "--golden")
             outputs = run_golden(m, x)
             for suffix, write in ((".npy", lambda p: np.save(p, x)),
-                                  (".npz", lambda p: np.savez(p, **{f"output_{i}": o for i, o in enumerate(outputs)}))):
+                                  (".npz", lambda p: np.savez(p, **expected_arrays(m, outputs)))):
                 tmp = stage / f"case{suffix}"
                 write(tmp)
                 out.append((f"golden/{case}{suffix}", tmp.read_bytes()))

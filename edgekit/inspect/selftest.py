@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import ModelError
+from edgekit.inspect.golden import compare_case, expected_arrays
 from edgekit.runtimes import Model, load_model
 
 __all__ = ["ModelRefused", "compatible", "golden_inputs", "golden_tensor", "run_golden", "self_test",
@@ -56,18 +57,13 @@ def golden_tensor(model: Model, x: np.ndarray) -> np.ndarray:
     return to_input(resized, spec, Normalization.from_metadata(meta))
 
 
-def _tolerance(model: Model, i: int, expected: np.ndarray) -> float:
-    """Two quantization steps of a quantized output, else 0.1% of its largest value."""
-    spec = model.outputs[i]
-    if spec.quantized:
-        return 2.0 * spec.scale + 1e-6
-    return 1e-3 * float(np.abs(expected).max(initial=0.0)) + 1e-5
-
-
 def self_test(model: Model, version_dir: Path, golden: dict[str, np.ndarray]) -> tuple[int, float | None]:
     """Run every golden input; compare with ``<version>/golden/<case>.npz`` where present.
 
-    Returns (cases compared, max error). Raises ModelRefused on a failure.
+    The comparison is :func:`edgekit.inspect.golden.compare_case`: raw tensors where the same
+    interpreter build made them on the same kind of machine, the task's results elsewhere.
+
+    Returns (cases compared, max raw difference). Raises ModelRefused on a failure.
     """
     compared, worst = 0, None
     for case, x in golden.items():
@@ -84,18 +80,11 @@ def self_test(model: Model, version_dir: Path, golden: dict[str, np.ndarray]) ->
         if not expected_file.is_file():
             continue
         with np.load(expected_file, allow_pickle=False) as expected:
-            for i, out in enumerate(outputs):
-                key = f"output_{i}"
-                if key not in expected:
-                    raise ModelRefused(f"{expected_file} lacks {key}; rewrite it with write_expected_outputs()")
-                exp = expected[key]
-                if exp.shape != out.shape:
-                    raise ModelRefused(f"golden {case!r} output {i}: shape {out.shape}, expected {exp.shape}")
-                err = float(np.abs(out.astype(np.float64) - exp).max(initial=0.0))
-                if err > _tolerance(model, i, exp):
-                    raise ModelRefused(f"golden {case!r} output {i} differs from {expected_file.name} by "
-                                       f"{err:.4g} (allowed {_tolerance(model, i, exp):.4g})")
-                worst = err if worst is None else max(worst, err)
+            try:
+                err = compare_case(model, case, outputs, expected, expected_file.name)
+            except ModelError as exc:
+                raise ModelRefused(str(exc)) from None
+        worst = err if worst is None else max(worst, err)
         compared += 1
     return compared, worst
 
@@ -104,8 +93,8 @@ def write_expected_outputs(model_path: str | os.PathLike[str], root: str | os.Pa
                            version: int, **load_kw: Any) -> list[Path]:
     """Save what `model_path` outputs for ``root/golden/*.npy`` as ``root/<version>/golden/*.npz``.
 
-    Run it where the model was checked (same interpreter and delegate as the device, ideally
-    on the device), then ship the files with the version.
+    They record the interpreter and machine they were made with: the device compares raw tensors
+    where it runs the same build, the task's results elsewhere (see :mod:`edgekit.inspect.golden`).
     """
     root = Path(root)
     out_dir = root / str(version) / "golden"
@@ -115,8 +104,7 @@ def write_expected_outputs(model_path: str | os.PathLike[str], root: str | os.Pa
         for case, x in golden_inputs(root).items():
             outs = run_golden(model, x)
             path = out_dir / f"{case}.npz"
-            arrays: dict[str, Any] = {f"output_{i}": o for i, o in enumerate(outs)}
-            np.savez(path, **arrays)
+            np.savez(path, **expected_arrays(model, outs))
             written.append(path)
     return written
 

@@ -144,11 +144,13 @@ class OpenCVReader:
             raise SourceError(f"cannot read video file {path!r}: OpenCV found no decoder for it or "
                               "it is damaged. Check it plays (`ffprobe FILE`), or convert it to MP4/H.264.")
         area = cap.get(cv2.CAP_PROP_FRAME_WIDTH) * cap.get(cv2.CAP_PROP_FRAME_HEIGHT)
-        if 0 < area <= SINGLE_THREAD_DECODE_AREA and cap.getBackendName() == "FFMPEG":
+        threads_prop = getattr(cv2, "CAP_PROP_N_THREADS", None)  # OpenCV 4.7+; Debian bookworm has 4.6
+        if 0 < area <= SINGLE_THREAD_DECODE_AREA and cap.getBackendName() == "FFMPEG" and threads_prop is not None:
             # Small frames decode with least CPU on one thread: FFmpeg's decoder threads cost more
             # than they save while the model keeps every core busy (640x480 MJPG: 1.23 against
-            # 1.34-1.46 ms of CPU per frame). The setting only takes effect when opening.
-            single = cv2.VideoCapture(path, cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, 1])
+            # 1.34-1.46 ms of CPU per frame). The setting only takes effect when opening; an
+            # OpenCV without it decodes the same frames on FFmpeg's default threads.
+            single = cv2.VideoCapture(path, cv2.CAP_FFMPEG, [threads_prop, 1])
             if single.isOpened():
                 cap.release()
                 cap = single

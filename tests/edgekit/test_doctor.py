@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from edgekit.cli import main
-from edgekit.doctor import (Status, check_cameras, check_disk, check_edgetpu, check_extras, check_interpreters,
-                            check_opencv, check_power, check_python)
+from edgekit.doctor import (Status, check_cameras, check_disk, check_edgetpu, check_extras, check_floors,
+                            check_interpreters, check_opencv, check_power, check_python, parse_floors)
 from tests.conftest import shared_model
 
 
@@ -116,7 +116,7 @@ def test_check_disk(free: float, status: str) -> None:
 
 @pytest.mark.parametrize("info, bits, machine, statuses", [
     ((3, 11, 2), 64, "aarch64", ["ok"]),
-    ((3, 11, 2), 32, "armv7l", ["ok", "warn"]),
+    ((3, 11, 2), 32, "armv7l", ["ok"]),  # the 32-bit advice comes with the interpreters it is about
     ((3, 9, 18), 64, "x86_64", ["fail"]),
 ])
 def test_check_python(info: tuple[int, ...], bits: int, machine: str, statuses: list[str]) -> None:
@@ -132,3 +132,49 @@ def test_check_extras() -> None:
     [paho, prom] = check_extras({"paho-mqtt": "1.6.1", "prometheus-client": None})
     assert paho.status is Status.WARN and "paho-mqtt>=2" in (paho.fix or "")
     assert prom.status is Status.OK and "edgekit-tflite[metrics]" in prom.detail
+
+
+def test_the_floors_are_read_from_the_installed_metadata_and_match_pyproject() -> None:
+    """Written once, in pyproject.toml: doctor reads them back (an editable install older than the
+    pyproject shows up here: reinstall it)."""
+    import tomllib
+    from importlib.metadata import requires
+
+    declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["dependencies"]
+    floors = parse_floors(requires("edgekit-tflite") or [])
+    assert floors == parse_floors([d.replace("'", '"') for d in declared])
+    assert {"numpy", "pillow", "opencv-python-headless"} <= set(floors)
+
+
+@pytest.mark.parametrize("requirements, floors", [
+    (["numpy>=1.24", "pillow>=9.4", "opencv-python-headless>=4.6"],
+     {"numpy": "1.24", "pillow": "9.4", "opencv-python-headless": "4.6"}),
+    (['numpy<2; platform_machine == "armv7l"', 'paho-mqtt>=2.0; extra == "mqtt"', "onnx<1.20,>=1.16"], {}),
+])
+def test_parse_floors(requirements: list[str], floors: dict[str, str]) -> None:
+    assert parse_floors(requirements) == floors
+
+
+DEBIAN = "/usr/lib/python3/dist-packages"
+FLOORS = {"numpy": "1.24", "pillow": "9.4", "opencv-python-headless": "4.6"}
+
+
+@pytest.mark.parametrize("imported, failing", [
+    # Debian bookworm's own, seen through --system-site-packages: the floors themselves
+    ({"numpy": ("1.24.2", DEBIAN), "pillow": ("9.4.0", DEBIAN), "opencv-python-headless": ("4.6.0", DEBIAN)}, []),
+    ({"numpy": ("2.4.6", None), "pillow": ("9.1.0", DEBIAN), "opencv-python-headless": ("4.5.1", DEBIAN)},
+     ["Pillow version", "OpenCV version"]),
+    ({"numpy": ("1.21.5", DEBIAN), "pillow": ("10.0.0.dev0", None), "opencv-python-headless": (None, None)},
+     ["numpy version"]),  # no cv2: check_opencv says so
+    ({"numpy": ("1.24.2", None), "pillow": (None, None), "opencv-python-headless": ("4.10.0", None)},
+     ["Pillow version"]),
+])
+def test_check_floors_names_the_one_too_old(imported: dict, failing: list[str]) -> None:
+    checks = check_floors(imported, FLOORS)
+    assert [c.name for c in checks if c.status is Status.FAIL] == failing
+    for c in checks:
+        if c.status is Status.FAIL:
+            assert ("older than" in c.detail or "not importable" in c.detail) and ">=" in (c.fix or "")
+    if failing == ["Pillow version", "OpenCV version"]:
+        pil = next(c for c in checks if c.name == "Pillow version")
+        assert pil.detail == f"Pillow 9.1.0 from {DEBIAN} is older than the 9.4 edgekit needs"

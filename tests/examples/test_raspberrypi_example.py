@@ -383,13 +383,23 @@ def test_check_says_when_the_rules_labels_cannot_be_known(with_labels: bool, tmp
 
 
 def test_doctor_on_32bit_pi_os_under_a_64bit_kernel() -> None:
-    """What the guide promises `edgekit doctor` says there: 32-bit ARM, and the fix."""
-    from edgekit.doctor import Status, check_interpreters, check_python
+    """What the guide promises `edgekit doctor` says there: 32-bit ARM, and the fix (tflite-runtime first)."""
+    from edgekit.doctor import PIWHEELS, Status, check_interpreters
 
-    checks = {c.name: c for c in [*check_python((3, 11, 2), 32, "aarch64"), *check_interpreters("1.24.2", [], set())]}
+    checks = {c.name: c for c in check_interpreters("1.24.2", [], set(), 32, "aarch64")}
     assert checks["32-bit ARM"].status is Status.WARN and "64-bit kernel" in checks["32-bit ARM"].detail
     assert "tflite-runtime" in (checks["32-bit ARM"].fix or "")
     assert checks["interpreter"].status is Status.FAIL
     assert checks["interpreter"].detail == "no TFLite interpreter can be used"
-    assert "pip install tflite-runtime" in (checks["interpreter"].fix or "")
-    assert "32-bit ARM" not in {c.name for c in check_python((3, 11, 2), 64, "aarch64")}
+    fix = checks["interpreter"].fix or ""
+    assert fix.startswith(f"pip install --extra-index-url {PIWHEELS} tflite-runtime") and "ai-edge-litert" not in \
+        fix.split("(")[0]
+    assert "32-bit ARM" not in {c.name for c in check_interpreters("1.24.2", [], set(), 64, "aarch64")}
+
+
+def test_doctor_on_32bit_with_tflite_runtime_working_has_no_32bit_warning() -> None:
+    """install.sh's 32-bit branch done right: nothing left to warn about."""
+    from edgekit.doctor import Status, check_interpreters
+
+    checks = check_interpreters("1.24.2", [("tflite_runtime", "2.14.0", None)], {"tflite_runtime"}, 32, "armv7l")
+    assert all(c.status is Status.OK for c in checks) and "32-bit ARM" not in {c.name for c in checks}

@@ -22,6 +22,27 @@ def _done(returncode: int, *lines: str, stderr: str = "") -> subprocess.Complete
     return subprocess.CompletedProcess([], returncode, "\n".join(lines).encode(), stderr.encode())
 
 
+def test_a_crash_is_reported_with_the_step_it_happened_in() -> None:
+    at = [json.dumps({"at": s}) for s in ("create", "invoke")]
+    result = probe_mod._read_result(_done(-signal.SIGSEGV, STARTED, *at), 1.0)
+    assert (result.crashed, result.crashed_at, result.error) == (True, "invoke", "killed by SIGSEGV")
+
+
+def test_an_interpreter_crash_on_a_checked_file_is_the_interpreters_on_this_machine() -> None:
+    """Not "corrupt or malicious": the backend, its version, the machine and the signal."""
+    import platform
+
+    from edgekit.runtimes.backends import resolve_backend
+    from edgekit.runtimes.delegates import Delegate
+    from edgekit.runtimes.isolation import _crash_message
+
+    be = resolve_backend()
+    text = _crash_message("m.tflite", be, Delegate.XNNPACK, "killed by SIGSEGV", "create")
+    assert f"{be.name} {be.version} on {platform.machine()}" in text and "killed by SIGSEGV" in text
+    assert "while creating the interpreter" in text and "structural checks" in text
+    assert "--delegate cpu" in text and "malicious" not in text
+
+
 @pytest.mark.parametrize("proc, stage, crashed", [
     (_done(0, STARTED, '{"ok": true}'), "", False),
     (_done(0, STARTED, '{"ok": false, "stage": "create", "error": "ValueError: bad"}'), "create", False),

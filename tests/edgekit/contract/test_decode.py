@@ -172,6 +172,31 @@ def test_decode_classes(scores: list[float], k: int, threshold: float, expected:
     assert [(c.id, round(c.score, 3)) for c in got] == expected
 
 
+def _reference_top_k(s: np.ndarray, k: int) -> list[int]:
+    return sorted(range(s.size), key=lambda i: (-float(s[i]), i))[:k]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("k", [1, 5, 10])
+def test_top_k_ties_are_lower_id_first_whatever_the_order_numpy_partitions_in(seed: int, k: int) -> None:
+    """A uint8 classifier (1001 classes, scale 1/256) gives hundreds of equal scores. argpartition
+    alone kept different tied ids on x86/numpy 2.4 ([89, 984, 985, ...]) and on ARM or numpy 1.24
+    ([89, 666, 668, ...]); the answer is the stable order of (-score, id)."""
+    rng = np.random.default_rng(seed)
+    q = rng.choice([0, 1, 2, 3], size=1001, p=[0.5, 0.3, 0.15, 0.05]).astype(np.uint8)
+    q[89] = 200
+    scores = (q.astype(np.int32) * np.float32(1 / 256)).astype(np.float32)
+    got = decode_classes(scores, top_k=k)
+    assert got.class_ids.tolist() == _reference_top_k(scores.astype(np.float32), k)
+
+
+def test_top_k_ties_at_the_cut_from_the_issue() -> None:
+    scores = np.zeros(1001, np.float32)
+    scores[89] = 0.78125
+    scores[[666, 668, 984, 985, 990]] = 0.00390625  # five tied for the last four places
+    assert decode_classes(scores, top_k=5).class_ids.tolist() == [89, 666, 668, 984, 985]
+
+
 # --- picking the decoder --------------------------------------------------------------------
 def _specs(*shapes: tuple[int, ...], names: tuple[str, ...] | None = None) -> list[TensorSpec]:
     names = names or tuple(f"out{i}" for i in range(len(shapes)))

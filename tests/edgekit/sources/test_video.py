@@ -389,8 +389,23 @@ def test_small_video_files_are_decoded_on_one_thread(tmp_path: Path, monkeypatch
     monkeypatch.setattr(readers.cv2, "VideoCapture", recording)
     with VideoSource(video) as src:
         assert src.get(timeout=5) is not None
+    if not hasattr(cv2, "CAP_PROP_N_THREADS"):  # OpenCV 4.6 (Debian bookworm): FFmpeg's threads, opened once
+        assert opened == [()]
+        return
     one_thread = (cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, 1])
     assert (one_thread in opened) is single
+
+
+def test_video_files_open_on_an_opencv_without_the_threads_property(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenCV 4.6 (Debian bookworm's, pip's 4.6.0.66) has no CAP_PROP_N_THREADS: frames still come."""
+    from edgekit.sources import readers
+
+    video = write_video(tmp_path / "v.avi", 3, 10.0, size=(64, 48))
+    monkeypatch.delattr(readers.cv2, "CAP_PROP_N_THREADS", raising=False)
+    with VideoSource(video) as src:
+        frames = [src.get(timeout=5) for _ in range(3)]
+    assert all(f is not None and f.image.shape == (48, 64, 3) for f in frames)
 
 
 # --- the read mode is chosen when the source is made ------------------------------------------------
