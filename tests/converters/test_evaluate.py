@@ -138,7 +138,7 @@ def _real_inputs(path: Path, size: int) -> np.ndarray:
 def test_ssd_outputs_are_read_as_real_objects(shared_models: Path, shared_images: Path) -> None:
     ssd = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
     assert infer_output_format(ssd.read_bytes(), None, None) is OutputFormat.SSD
-    x = np.concatenate([_real_inputs(shared_images / n, 300) for n in ("grace_hopper.bmp", "kite_and_cold.jpg")])
+    x = np.concatenate([_real_inputs(shared_images / n, 300) for n in ("grace_hopper.png", "kite_and_cold.jpg")])
     outs = predict(ssd, x)
     hopper, kites = detections(outs, OutputFormat.SSD, threshold=0.4)
     person, kite = 0, 37  # COCO label ids of this model (coco_labels.txt line numbers)
