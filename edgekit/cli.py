@@ -165,16 +165,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except OSError as exc:
+        if not exc.filename or debug:
+            return _internal_error(prog, exc, debug)
+        # A path the user gave (an output folder that went read-only, a full disk): not a bug of ours.
+        print(f"{prog}: error: cannot use {str(exc.filename)!r}: {exc.strerror or exc}; check the path, its "
+              "permissions and the free space", file=sys.stderr)
+        return 2
     except MemoryError:
         print(f"{prog}: error: out of memory; use a smaller model or input", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
-        if debug:
-            raise
-        print(f"{prog}: internal error: {type(exc).__name__}: {exc}. "
-              "This is a bug in edgekit; run again with EDGEKIT_DEBUG=1 for the traceback and report it.",
-              file=sys.stderr)
-        return 1
+        return _internal_error(prog, exc, debug)
+
+
+def _internal_error(prog: str, exc: Exception, debug: bool) -> int:
+    if debug:
+        raise exc
+    print(f"{prog}: internal error: {type(exc).__name__}: {exc}. "
+          "This is a bug in edgekit; run again with EDGEKIT_DEBUG=1 for the traceback and report it.",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
