@@ -53,9 +53,11 @@ __all__ = [
     "detections",
     "yolo_boxes",
     "chance_warning",
+    "few_objects_warning",
 ]
 
 TRUTH_SCORE = 0.25  # float detections at least this confident count as objects
+FEW_OBJECTS = 50  # fewer float-model objects than this: mAP against float says little
 PREDICTION_SCORE = 0.05  # quantized detections down to this score are ranked (AP needs the tail)
 
 
@@ -123,6 +125,9 @@ class Metrics:
     float_map50_truth: float | None = None
     map50_truth: float | None = None
     latency_ms: float | None = None
+    # detectors: the objects the float model found on the validation data (score >= TRUTH_SCORE),
+    # what "mAP@0.5 vs float" is measured on
+    float_objects: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -182,7 +187,7 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
         meta = {"output_format": output_format.value, "detection": detection_metadata(output_format, ref, pre, roles)}
         truth = detections(ref, meta, TRUTH_SCORE, transforms)
         found = detections(quant, meta, PREDICTION_SCORE, transforms)
-        return Metrics(n, per_output, map50=map50(truth, found))
+        return Metrics(n, per_output, map50=map50(truth, found), float_objects=sum(len(t) for t in truth))
     if output_format is not OutputFormat.CLASSES:
         return Metrics(n, per_output)
     fp, qp = _top1(ref.arrays[0]), _top1(quant.arrays[0])
@@ -329,3 +334,12 @@ def chance_warning(reference: ModelOutputs, labels: np.ndarray | None, classes: 
     return (f"the float model itself scores {100 * acc:.1f}% against these labels (chance is {100 / classes:.1f}%): "
             "are the classes in training order? Class folders are numbered in sorted order; give --labels "
             "with the training order to map folder names")
+
+
+def few_objects_warning(metrics: Metrics | None) -> str | None:
+    """A warning when a detector's mAP against the float model rests on too few objects to judge."""
+    if metrics is None or metrics.float_objects is None or metrics.float_objects >= FEW_OBJECTS:
+        return None
+    return (f"the float model found only {metrics.float_objects} object(s) (score >= {TRUTH_SCORE:g}) in the "
+            f"{metrics.samples} validation image(s): too few to judge the quantized model by (at least "
+            f"{FEW_OBJECTS} wanted); give --validation images that show the objects the model detects")

@@ -57,6 +57,10 @@ def check_gate(metrics: Metrics | None, max_drop: float | None) -> GateResult:
     if drop is None:
         why = "no validation data" if metrics is None else "no top-1, label or detection measure for this model"
         return GateResult(max_drop, None, basis, False, f"the drop could not be measured ({why})")
+    if basis == "map50" and metrics is not None and metrics.float_objects == 0:
+        return GateResult(max_drop, drop, basis, False,
+                          f"the float model found no objects in the {metrics.samples} validation image(s), so the "
+                          "mAP@0.5 against it measures nothing; give --validation images that show the objects")
     name = {"accuracy": "accuracy against labels", "agreement": "top-1 agreement with the float model",
             "map50": "mAP@0.5 against the float model's detections",
             "map50-truth": "mAP@0.5 against the labelled objects"}[basis]

@@ -26,6 +26,7 @@ from edgekit.converters.evaluate import (
     Metrics,
     ModelOutputs,
     chance_warning,
+    few_objects_warning,
     compare,
     detection_metadata,
     infer_output_format,
@@ -275,6 +276,8 @@ class Session:
         path = output if measured.gate.passed else failed_gate_path(output)
         write_bytes_atomic(path, final)
         warnings = p.warnings + (list(fallback.notes) if fallback else [])
+        if few := few_objects_warning(measured.metrics):
+            warnings.append(few)
         if kept and mode is Mode.EDGETPU:
             warnings.append(f"{len(kept)} layer(s) kept in float run on the CPU and split the Edge TPU graph: "
                             "each split costs a round trip over USB")

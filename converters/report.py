@@ -37,6 +37,8 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
                            ("float_map50_truth", "float mAP@0.5 vs labels"), ("map50_truth", "mAP@0.5 vs labels")):
             if m.get(key) is not None:
                 parts.append(f"{label} {_pct(m[key])}")
+        if m.get("float_objects") is not None:
+            parts.append(f"{m['float_objects']} objects found by the float model")
         lines.append(", ".join(parts))
     if m.get("latency_ms") is not None:
         lines.append(f"latency here: {m['latency_ms']:.3f} ms (float32 {_num(m.get('float_latency_ms'), '.3f')} ms)")
@@ -62,6 +64,8 @@ def render_markdown(d: dict[str, Any]) -> str:
     for key, label in (("top1_agreement", "top-1 agreement with float"), ("map50", "mAP@0.5 against float")):
         if m.get(key) is not None:
             out.append(f"| {label} | | {_pct(m[key])} |")
+    if m.get("float_objects") is not None:
+        out.append(f"| objects the float model found ({m['samples']} images) | {m['float_objects']} | |")
     if m["outputs"]:
         out += ["", "## Outputs against the float model", "",
                 "| output | mean abs err | max abs err | cosine (mean / min) | SNR dB |", "|---|---|---|---|---|"]

@@ -19,22 +19,24 @@ from edgekit.errors import EdgekitError
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
-# name -> module in edgekit.commands exposing register(subparsers) and run(args) -> int
+# name -> one-line summary; the module is edgekit.commands.<name>, exposing register(subparsers) and
+# run(args) -> int. Only the chosen command's module is imported (the others would cost start-up time
+# on a small board); tests/edgekit/test_cli_startup.py checks each summary is its module's help.
 COMMANDS: dict[str, str] = {
-    "info": "info",
-    "bench": "bench",
-    "classify": "classify",
-    "detect": "detect",
-    "convert": "convert",
-    "inspect": "inspect",
-    "doctor": "doctor",
-    "demo": "demo",
-    "segment": "segment",
-    "pose": "pose",
-    "meta": "meta",
-    "keygen": "keygen",
-    "release": "release",
-    "fleet": "fleet",
+    "info": "describe a .tflite model (tensors, ops, Edge TPU, metadata)",
+    "bench": "measure latency per delegate and thread count",
+    "classify": "top-k classes of images with a classification model",
+    "detect": "detect objects in a camera, stream, video or images in real time",
+    "convert": "convert a Keras/SavedModel/ONNX/float .tflite model to a checked int8/float16 .tflite",
+    "inspect": "run an inspection cell from a TOML config (rules, events, metrics, hot model updates)",
+    "doctor": "check this machine: Python, numpy, interpreters, Edge TPU, cameras, OpenCV, disk",
+    "demo": "train, quantize, check, benchmark and run a built-in inspection detector, offline",
+    "segment": "segment frames: the class of every pixel, areas and regions",
+    "pose": "find people's keypoints in frames (MoveNet-style pose models)",
+    "meta": "write anchor options, task, output format or labels into a model's edgekit metadata",
+    "keygen": "make an ed25519 key pair for signing model releases",
+    "release": "publish a signed model release (staged rollout, halt)",
+    "fleet": "the fleet's model versions and rollout states (MQTT)",
 }
 
 
@@ -52,11 +54,18 @@ class Parser(argparse.ArgumentParser):
                     hint = f" Did you mean {close[0]!r}?"
             except IndexError:
                 pass
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {message}.{hint}\n")
+        message = message.rstrip(".")
+        if message == "the following arguments are required: COMMAND":
+            message = f"give a command ({', '.join(COMMANDS)})"
+        self.exit(2, f"{self.prog}: error: {message}.{hint} See `{self.prog} --help`.\n")
 
 
-def build_parser() -> Parser:
+def build_parser(command: str | None = None) -> Parser:
+    """The parser of every command, or with `command` of that one only (the others are listed, not loaded).
+
+    Raises:
+        SetupError: a command's module cannot be imported (a broken install, not a missing feature).
+    """
     from edgekit import __version__
 
     parser = Parser(prog="edgekit", formatter_class=HelpFormatter,
@@ -64,15 +73,46 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"edgekit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for name, module in COMMANDS.items():
+    for name, summary in COMMANDS.items():
+        if command is not None and name != command:
+            sub.add_parser(name, help=summary, add_help=False)  # listed in --help; never parsed
+            continue
         try:
-            mod = importlib.import_module(f"edgekit.commands.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"edgekit.commands.{module}":
-                continue  # not built yet in this version
-            raise
+            mod = importlib.import_module(f"edgekit.commands.{name}")
+        except ImportError as exc:
+            from edgekit.errors import SetupError
+
+            raise SetupError(f"the {name!r} command cannot be loaded ({type(exc).__name__}: {exc}); this "
+                             "installation of edgekit is incomplete or broken: reinstall it "
+                             "(pip install --force-reinstall edgekit-tflite)") from None
         mod.register(sub)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command `argv` names (its first word that is not an option), if it is one of COMMANDS."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def _subparser(parser: Parser, command: str) -> argparse.ArgumentParser:
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    found: argparse.ArgumentParser = subs.choices[command]
+    return found
+
+
+def _wants_native_logs(argv: Sequence[str]) -> bool:
+    return os.environ.get("EDGEKIT_DEBUG") == "1" or any(a in ("-v", "--verbose") for a in argv)
+
+
+def _quiet_native_logs() -> None:
+    """TensorFlow's C++ INFO/WARNING/ERROR lines (cuInit on a machine without a GPU, oneDNN, cpu
+    features) and the interpreter's "INFO: Created TensorFlow Lite XNNPACK delegate" say nothing to a
+    user of a command; `-v` (or EDGEKIT_DEBUG=1) keeps them."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("ABSL_MIN_LOG_LEVEL", "3")
 
 
 # Commands that load a model a user may have just copied onto the device try it once in a child
@@ -83,10 +123,21 @@ ISOLATED_COMMANDS = frozenset({"classify", "detect", "inspect", "segment", "pose
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(argv)
+    prog = f"edgekit {command}" if command else "edgekit"
     debug = os.environ.get("EDGEKIT_DEBUG") == "1"
     try:
+        if not _wants_native_logs(argv):
+            _quiet_native_logs()
+        parser = build_parser(command)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the command's own parser, so the hint names its --help
+            _subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
+        if _wants_native_logs(argv):
+            from edgekit.runtimes.native_log import show_native_logs
+
+            show_native_logs(True)
         from edgekit.runtimes.isolation import isolate_default
 
         args.isolate = isolate_default(default=args.command in ISOLATED_COMMANDS)
@@ -94,10 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EdgekitError as exc:
         if debug:
             raise
-        print(f"edgekit {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"edgekit {args.command}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # `edgekit ... --json | head`: the reader left; not an error of ours.
@@ -106,16 +157,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except OSError as exc:
+        if not exc.filename or debug:
+            return _internal_error(prog, exc, debug)
+        # A path the user gave (an output folder that went read-only, a full disk): not a bug of ours.
+        print(f"{prog}: error: cannot use {str(exc.filename)!r}: {exc.strerror or exc}; check the path, its "
+              "permissions and the free space", file=sys.stderr)
+        return 2
     except MemoryError:
-        print(f"edgekit {args.command}: error: out of memory; use a smaller model or input", file=sys.stderr)
+        print(f"{prog}: error: out of memory; use a smaller model or input", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
-        if debug:
-            raise
-        print(f"edgekit {args.command}: internal error: {type(exc).__name__}: {exc}. "
-              "This is a bug in edgekit; run again with EDGEKIT_DEBUG=1 for the traceback and report it.",
-              file=sys.stderr)
-        return 1
+        return _internal_error(prog, exc, debug)
+
+
+def _internal_error(prog: str, exc: Exception, debug: bool) -> int:
+    if debug:
+        raise exc
+    print(f"{prog}: internal error: {type(exc).__name__}: {exc}. "
+          "This is a bug in edgekit; run again with EDGEKIT_DEBUG=1 for the traceback and report it.",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

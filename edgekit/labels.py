@@ -9,7 +9,10 @@ from typing import Sequence
 
 from edgekit.errors import InputError
 
-__all__ = ["load_labels", "label_for", "align_labels", "MAX_LABEL_ID"]
+__all__ = ["load_labels", "label_for", "align_labels", "detector_labels_note", "NO_LABELS_NOTE", "MAX_LABEL_ID"]
+
+# What the commands say when a model has no labels and none were given.
+NO_LABELS_NOTE = "the model carries no labels, so classes are shown as ids; pass --labels FILE"
 
 # Far above any real label set; stops "4000000000 cat" from allocating a list that size.
 MAX_LABEL_ID = 1_000_000
@@ -83,3 +86,17 @@ def align_labels(labels: Sequence[str], num_classes: int) -> tuple[list[str], st
         return ["background", *labels], None
     return list(labels), (f"the labels have {n} entries but the model outputs {num_classes} classes; "
                           "ids without a label are shown as numbers. Check that the labels belong to this model.")
+
+
+def detector_labels_note(labels: Sequence[str], num_classes: int | None) -> str | None:
+    """A warning when a detector's label list cannot belong to a model with ``num_classes`` classes.
+
+    A label file fits with one label per class, or one more (a "background" or "???" line first, as
+    some COCO label files have). Anything else (1001 ImageNet labels on a 90-class COCO SSD) would
+    name boxes wrongly, so the note names both counts.
+    """
+    n = len(labels)
+    if num_classes is None or n in (num_classes, num_classes + 1):
+        return None
+    return (f"the labels have {n} entries but the model detects {num_classes} classes; the labels do not "
+            "belong to this model (boxes would be named wrongly): pass its own labels file with --labels")

@@ -24,7 +24,7 @@ import numpy as np
 from edgekit.contract import Decoder, OutputFormat, ResizeMode, Transform, detect_format, make_decoder, resize_mode
 from edgekit.engine import ModelEngine
 from edgekit.errors import InputError, ModelError
-from edgekit.labels import align_labels, load_labels
+from edgekit.labels import align_labels, detector_labels_note, load_labels
 from edgekit.loop import LoopOptions, LoopSummary, Performance, Stream
 from edgekit.results import Classes, Detections, FrameResult, Result
 from edgekit.runtimes.delegates import Delegate
@@ -111,6 +111,8 @@ def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> M
                                iou_threshold=options.iou_threshold, max_detections=options.max_detections)
         decode = _keep_classes(decoder, _check_classes(options.classes, labels))
         threshold = getattr(decoder, "threshold", options.threshold)
+        if labels is not None:
+            note = detector_labels_note(labels, model.info.num_classes)
     else:
         threshold = options.threshold
         if labels is not None:

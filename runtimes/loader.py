@@ -18,6 +18,7 @@ from edgekit.runtimes.delegates import (
 from edgekit.runtimes.isolation import isolate_default, try_in_child
 from edgekit.runtimes.isolation import isolate_timeout as _isolate_timeout
 from edgekit.runtimes.model import Model, Runtime
+from edgekit.runtimes.native_log import interpreter_info_dropped
 from edgekit.runtimes.tensors import ModelInfo, model_info
 from edgekit.runtimes.validate import validate_model_file
 
@@ -114,10 +115,11 @@ def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate
 
     t0 = time.perf_counter()
     try:
-        interp = be.make_interpreter(model_content=data, num_threads=threads, delegates=delegates,
-                                     disable_default_delegates=resolved is Delegate.CPU
-                                     or resolved is Delegate.EDGETPU)
-        interp.allocate_tensors()
+        with interpreter_info_dropped():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+            interp = be.make_interpreter(model_content=data, num_threads=threads, delegates=delegates,
+                                         disable_default_delegates=resolved is Delegate.CPU
+                                         or resolved is Delegate.EDGETPU)
+            interp.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
         raise _interpreter_error(spath, exc, info, be) from None
     except MemoryError:  # std::bad_alloc from a tensor or arena the file makes huge

@@ -86,6 +86,9 @@ class ModelInfo:
     metadata: dict[str, Any] | None
     other_metadata: tuple[str, ...] = ()
     signatures: tuple[str, ...] = ()
+    # The classes a detection post-processing op declares (SSD's TFLite_Detection_PostProcess
+    # num_classes, background not counted); None when the file does not say.
+    num_classes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -107,8 +110,17 @@ def model_info(path: str, data: bytes, parsed: TFLiteFile) -> ModelInfo:
         ops=parsed.op_counts(), edgetpu_compiled=parsed.edgetpu_compiled,
         custom_ops=tuple(parsed.custom_ops()), subgraphs=len(parsed.subgraphs),
         metadata=read_metadata(data, parsed), other_metadata=tuple(other_metadata_names(parsed)),
-        signatures=parsed.signature_keys,
+        signatures=parsed.signature_keys, num_classes=_postprocess_classes(parsed),
     )
+
+
+def _postprocess_classes(parsed: TFLiteFile) -> int | None:
+    for sg in parsed.subgraphs:
+        for op in sg.operators:
+            if op.opcode == "TFLite_Detection_PostProcess":
+                n = op.option("num_classes")
+                return int(n) if isinstance(n, (int, float)) and n > 0 else None
+    return None
 
 
 def inspect_model(path: str | os.PathLike[str]) -> ModelInfo:

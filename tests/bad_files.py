@@ -51,7 +51,9 @@ class Workspace:
     @staticmethod
     def _shared(folder: Path | None, name: str) -> Path:
         if folder is None or not (folder / name).exists():
-            raise Missing(f"{name} is not in {folder}")
+            from tests.conftest import missing
+
+            raise Missing(missing(name, folder))
         return folder / name
 
     def make(self, name: str, build: Callable[[Path], None]) -> str:

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real models and photos in ../shared (skipped cleanly when absent), and a
+"""Shared fixtures: the real models and photos in tests/data (or $EDGEKIT_TEST_MODELS/IMAGES, ../shared), and a
 fake video reader for the sources and the loop."""
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from edgekit.errors import SourceError
 from edgekit.sources import BadFrame, SourceSpec
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+WHERE = ("tests/data in this repository (see tests/data/README.md: google-coral/test_data and TensorFlow's "
+         "COCO SSD MobileNet v1 release, Apache-2.0)")
 
 
 def _shared(env: str, name: str) -> Path | None:
-    candidates = [os.environ.get(env), ROOT.parent / "shared" / name]
-    for c in candidates:
+    """The folder of real test models or photos: tests/data first, then $<env>, then ../shared/<name>."""
+    for c in (DATA, os.environ.get(env), ROOT.parent / "shared" / name):
         if c and Path(c).is_dir():
             return Path(c)
     return None
@@ -29,24 +32,31 @@ SHARED_MODELS = _shared("EDGEKIT_TEST_MODELS", "models")
 SHARED_IMAGES = _shared("EDGEKIT_TEST_IMAGES", "images")
 
 
+def missing(name: str, folder: Path | None) -> str:
+    """The skip reason for a real model or photo that is not here: what is missing, where it was looked for,
+    and where it comes from."""
+    looked = folder if folder is not None else "tests/data, $EDGEKIT_TEST_MODELS/$EDGEKIT_TEST_IMAGES or ../shared"
+    return f"{name} is not in {looked}; it belongs in {WHERE}"
+
+
 @pytest.fixture(scope="session")
 def shared_models() -> Path:
     if SHARED_MODELS is None:
-        pytest.skip("real test models not found: put them in ../shared/models or set EDGEKIT_TEST_MODELS")
+        pytest.skip(missing("the real test models", None))
     return SHARED_MODELS
 
 
 @pytest.fixture(scope="session")
 def shared_images() -> Path:
     if SHARED_IMAGES is None:
-        pytest.skip("real test images not found: put them in ../shared/images or set EDGEKIT_TEST_IMAGES")
+        pytest.skip(missing("the real test photos", None))
     return SHARED_IMAGES
 
 
 def shared_model(shared_models: Path, name: str) -> Path:
     p = shared_models / name
     if not p.exists():
-        pytest.skip(f"{name} not in {shared_models}")
+        pytest.skip(missing(name, shared_models))
     return p
 
 

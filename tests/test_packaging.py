@@ -106,7 +106,7 @@ def test_an_installed_wheel_runs_models_from_inside_the_clone(wheel: Path, tmp_p
                   shared_images / "parrot.jpg")
     assert "macaw" in out
     out = edgekit("detect", "-m", shared_models / "ssd_mobilenet_v1_coco_quant.tflite", "--labels",
-                  shared_models / "coco_labels.txt", "--source", shared_images / "grace_hopper.bmp", "--json")
+                  shared_models / "coco_labels.txt", "--source", shared_images / "grace_hopper.png", "--json")
     assert '"person"' in out
     out = edgekit("info", "--load", classifier)
     assert "1001" in out and "isolation" not in out.lower()

@@ -9,7 +9,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
@@ -149,51 +148,21 @@ class _NoProgress:
         pass
 
 
-@contextlib.contextmanager
-def native_stderr_filtered() -> Iterator[None]:
-    """Drop the interpreter's "INFO: Created TensorFlow Lite XNNPACK delegate" lines, keep the rest.
+def native_stderr_filtered() -> contextlib.AbstractContextManager[None]:
+    """Drop the interpreter's "INFO: Created TensorFlow Lite XNNPACK delegate" lines, keep the rest
+    (the one filter, in edgekit.runtimes.native_log; load_model applies it too)."""
+    from edgekit.runtimes.native_log import interpreter_info_dropped
 
-    The C++ runtime writes them straight to file descriptor 2, where they would break the
-    CLI's promise of one line per error. Everything else it writes is passed on.
-    """
-    with _fd2_captured(lambda text, _failed: "".join(
-            ln for ln in text.splitlines(keepends=True) if not ln.startswith("INFO: "))):
-        yield
+    return interpreter_info_dropped()
 
 
-@contextlib.contextmanager
-def native_noise_dropped_on_failure() -> Iterator[None]:
+def native_noise_dropped_on_failure() -> contextlib.AbstractContextManager[None]:
     """OpenCV's own demuxers print to file descriptor 2 while failing to open a file (e.g. an AVI
     cut short: "Unexpected element..."); when opening fails our one-line error says it better.
     When it succeeds, whatever they printed is passed on."""
-    with _fd2_captured(lambda text, failed: "" if failed else text):
-        yield
+    from edgekit.runtimes.native_log import fd2_captured
 
-
-@contextlib.contextmanager
-def _fd2_captured(kept: Callable[[str, bool], str]) -> Iterator[None]:
-    """Hold what native code writes to file descriptor 2 in the block, then pass on
-    ``kept(text, the block raised)``."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):  # no real stderr (embedded, redirected oddly): leave it alone
-        yield
-        return
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        failed = True
-        try:
-            yield
-            failed = False
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            text = kept(tmp.read().decode("utf-8", "replace"), failed)
-            if text:
-                sys.stderr.write(text)
-                sys.stderr.flush()
+    return fd2_captured(lambda text, failed: "" if failed else text)
 
 
 # --- the frame commands: detect, segment, pose -----------------------------------------------

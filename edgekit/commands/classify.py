@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from edgekit.commands._common import delegate_arg, native_stderr_filtered, positive_int
+from edgekit.labels import NO_LABELS_NOTE
 from edgekit.errors import EdgekitError, InputError
 from edgekit.preprocess import load_image
 from edgekit.results import Classification
@@ -59,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     with clf:
         if clf.labels_note:
             print(f"edgekit classify: note: {clf.labels_note}", file=sys.stderr)
+        if clf.labels is None:
+            print(f"edgekit classify: note: {NO_LABELS_NOTE}", file=sys.stderr)
         failures = 0
         for path in args.images:
             try:

@@ -18,6 +18,7 @@ from typing import Any
 
 from edgekit.commands._common import positive_int
 from edgekit.errors import ConversionError
+from edgekit.outputs import output_file_arg, output_folder_arg
 
 __all__ = ["register", "run", "build_options"]
 
@@ -47,7 +48,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("model", metavar="MODEL",
                    help="input kinds: a Keras file (.keras/.h5), a SavedModel folder, an ONNX file (.onnx) or a "
                         "float32 .tflite")
-    p.add_argument("-o", "--output", help="the .tflite to write (required unless --compare-modes)")
+    p.add_argument("-o", "--output", type=output_file_arg, help="the .tflite to write (required unless --compare-modes)")
     p.add_argument("--mode", choices=MODES, default="int8", help="quantization mode")
     data = p.add_argument_group("data")
     data.add_argument("--calibration", metavar="PATH",
@@ -93,7 +94,7 @@ def register(subparsers: Any) -> None:
     pre.add_argument("--output-format", choices=("classes", "ssd", "yolo"), help="default: from the outputs")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    out.add_argument("--report-dir", "--report", dest="report_dir", metavar="DIR",
+    out.add_argument("--report-dir", "--report", dest="report_dir", metavar="DIR", type=output_folder_arg,
                      help="write report.json, report.md and the plots here")
     out.add_argument("--compare-modes", action="store_true",
                      help="convert in every mode and print size, latency, accuracy and agreement side by side")

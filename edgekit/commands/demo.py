@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edgekit.outputs import output_folder_arg
+
 __all__ = ["register", "run"]
 
 
@@ -20,7 +22,7 @@ def register(subparsers: Any) -> None:
                     "`edgekit detect --realtime` and `edgekit inspect` on the video, and writes DIR/summary.md. "
                     "Needs the convert extra (TensorFlow): pip install 'edgekit-tflite[convert]'.",
         formatter_class=HelpFormatter)
-    p.add_argument("--out", default="edgekit-demo", metavar="DIR", help="folder for everything the demo writes")
+    p.add_argument("--out", default="edgekit-demo", metavar="DIR", type=output_folder_arg, help="folder for everything the demo writes")
     p.add_argument("--quick", action="store_true", help="a reduced run (small data, 45 training steps): about a minute")
     p.add_argument("--seed", type=int, default=0, help="seed for the data and the training")
     p.add_argument("--max-drop", type=float, default=None, metavar="POINTS",

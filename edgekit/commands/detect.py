@@ -36,6 +36,8 @@ from edgekit.commands._common import (
 )
 from edgekit.contract import OutputFormat, detect_format
 from edgekit.errors import InputError, ModelError
+from edgekit.labels import NO_LABELS_NOTE
+from edgekit.outputs import output_file_arg
 from edgekit.loop import Stream
 from edgekit.results import Detections, FrameResult
 from edgekit.runtimes.tensors import inspect_model
@@ -82,13 +84,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--track", action="store_true",
                    help="follow objects across frames (ByteTrack): a track_id in every JSON detection, "
                         "\"#id\" on --save/--show")
-    p.add_argument("--save", metavar="OUT.avi", help="write the annotated video (MJPG .avi or mp4v .mp4)")
+    p.add_argument("--save", metavar="OUT.avi", type=output_file_arg, help="write the annotated video (MJPG .avi or mp4v .mp4)")
     p.add_argument("--show", action="store_true", help="show the annotated frames in a window")
     p.add_argument("--serve", type=_serve, metavar="[HOST:]PORT",
                    help="serve the live annotated view and the loop's figures as a web page on PORT (127.0.0.1 "
                         "unless HOST is given; another HOST needs the token in EDGEKIT_DASHBOARD_TOKEN, or one is "
                         "made up and printed)")
-    p.add_argument("--summary-json", metavar="FILE", help="write the run's figures to FILE as JSON")
+    p.add_argument("--summary-json", metavar="FILE", type=output_file_arg, help="write the run's figures to FILE as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-frame lines, notes or summary on stderr")
     p.set_defaults(func=run)
 
@@ -141,7 +143,7 @@ def _notes(task: Detector | Classifier, quiet: bool) -> None:
     if task.labels_note:
         notes.append(task.labels_note)
     if task.labels is None:
-        notes.append("the model carries no labels, so classes are shown as ids; pass --labels FILE")
+        notes.append(NO_LABELS_NOTE)
     for note in notes if not quiet else ():
         print(f"edgekit detect: note: {note}", file=sys.stderr)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import signal
@@ -46,6 +47,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-c", "--config", required=True, help="the inspection TOML file")
     p.add_argument("--check", action="store_true", help="validate the config (and the model, if present), then exit")
     p.add_argument("--model-dir", help="serve this versioned model folder instead of the config's model")
+    p.add_argument("--metrics-port", type=_port, metavar="PORT",
+                   help="serve Prometheus metrics on this port (overrides [metrics] port, and turns metrics on)")
     p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this long")
     p.add_argument("--json", action="store_true", help="print each published decision as a JSON line")
@@ -71,13 +74,26 @@ def _signals(cell: Cell, received: list[str]) -> Iterator[None]:
             signal.signal(sig, h)
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {text!r}")
+    return port
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if args.metrics_port is not None:
+        config = dataclasses.replace(config, metrics=dataclasses.replace(config.metrics, enabled=True,
+                                                                         port=args.metrics_port))
     if args.model_dir and not Path(args.model_dir).is_dir():
         raise ConfigError(f"--model-dir {args.model_dir!r} is not a folder (expected NAME/1/model.tflite inside)")
     if args.check:
         with native_stderr_filtered():
-            check = check_config(config, args.model_dir)
+            check = check_config(config, args.model_dir, isolate=getattr(args, "isolate", None))
         print(f"edgekit inspect: {check.line()}")
         return 0
     if not (args.model_dir or config.model.dir or config.model.path):

@@ -34,6 +34,7 @@ from edgekit.commands._common import (
 )
 from edgekit.errors import InputError
 from edgekit.drawing import draw
+from edgekit.outputs import output_file, output_file_arg
 from edgekit.results import FrameResult
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink
@@ -52,7 +53,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     add_runtime_arguments(p)
     add_stop_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON object per processed frame on stdout")
-    p.add_argument("--save", metavar="OUT", help="write the annotated frames: a video (.avi, .mp4) or images "
+    p.add_argument("--save", metavar="OUT", type=output_file_arg, help="write the annotated frames: a video (.avi, .mp4) or images "
                    "(.png, .jpg; numbered when there are several frames)")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-frame lines or summary on stderr")
 
@@ -83,8 +84,7 @@ class ImageSink:
         self.path = Path(path)
         if self.path.suffix.lower() not in IMAGE_SUFFIXES:
             raise InputError(f"--save {str(path)!r}: an image name ends in {', '.join(IMAGE_SUFFIXES)}")
-        if not self.path.parent.is_dir():
-            raise InputError(f"--save {str(path)!r}: the folder {str(self.path.parent)!r} does not exist")
+        output_file(self.path, "--save")
         self.count = 0
 
     def write(self, result: FrameResult) -> None:

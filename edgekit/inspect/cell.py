@@ -136,6 +136,7 @@ class Cell:
         self._stream: ResultStream | None = None
         self._summary: LoopSummary | None = None
         self._opened = False
+        self._checking = False  # opened by check(): no events published, no model fetched
 
     @classmethod
     def from_config(cls, config: InspectionConfig, *, model_dir: str | None = None,
@@ -144,6 +145,43 @@ class Cell:
         return cls(config, model_dir=model_dir, isolate=isolate)
 
     # --- opening ------------------------------------------------------------------------
+    def check(self, timeout: float = 10.0) -> tuple[int, int]:
+        """What ``edgekit inspect --check`` runs: the run's own opening (:meth:`open`: state folder,
+        sinks, metrics port, model version, labels, triggers, PLC, dashboard port) and its first
+        frame (the source opened and read once, the zones checked against its real size), then
+        everything is closed again (ports released). Nothing is published and no model is fetched.
+
+        Returns:
+            The (width, height) of the source's first frame.
+
+        Raises:
+            What the run raises at start, with the same sentence.
+        """
+        self._checking = True
+        try:
+            self.open()
+            return self._first_frame(timeout)
+        finally:
+            self.close()
+            self._checking = False
+
+    def _first_frame(self, timeout: float) -> tuple[int, int]:
+        from edgekit.errors import SourceError
+        from edgekit.sources import VideoSource
+
+        given = self._given_source
+        source = given if isinstance(given, VideoSource) else VideoSource(given or source_spec(self.config))
+        try:
+            frame = source.get(timeout=timeout)
+        finally:
+            if source is not given:
+                source.close()
+        if frame is None:
+            raise SourceError(f"source {self.config.source.target} gave no frame within {timeout:g} s")
+        h, w = frame.image.shape[:2]
+        self.config.check_frame(w, h)
+        return w, h
+
     def __enter__(self) -> Cell:
         return self.open()
 
@@ -166,19 +204,20 @@ class Cell:
         state = Path(cfg.state_dir)
         state.mkdir(parents=True, exist_ok=True)
         # background: the loop's output stage hands events over and never waits on a disk or network
-        self.events = stack.enter_context(EventEmitter(cfg.device, SequenceCounter(state / "sequence.json"),
-                                                       background=True))
+        counter = SequenceCounter(None if self._checking else state / "sequence.json")  # a check numbers nothing
+        self.events = stack.enter_context(EventEmitter(cfg.device, counter, background=True))
         for sink in [*config_sinks(cfg), *self._extra_sinks]:
             self.events.add_sink(sink)
         if cfg.metrics.enabled:
             self.metrics = stack.enter_context(Metrics(device=cfg.device))
             self.metrics.serve(cfg.metrics.port, cfg.metrics.host)
         skipped = self.events.counter.may_have_skipped
-        self.events.emit(EventKind.STATUS, {"state": "starting", "config": cfg.path, "may_have_skipped": skipped})
+        if not self._checking:
+            self.events.emit(EventKind.STATUS, {"state": "starting", "config": cfg.path, "may_have_skipped": skipped})
         if self._given_detector is not None:
             self.detector: CellDetector = self._given_detector
         elif self.model_dir:
-            if cfg.fleet is not None:  # first the channel's verified version into the folder
+            if cfg.fleet is not None and not self._checking:  # first the channel's verified version into the folder
                 opener = follower_opener("fleet", f"{cfg.path}: [model] channel")
                 self.fleet = opener(cfg, self.model_dir, self.events, stack, self.isolate)
                 self.stages.append(self.fleet)
@@ -356,8 +395,9 @@ class Cell:
         try:
             if self.parts is not None:  # rejects still due go out (and are reported) before "stopped"
                 self.parts.close()
-            self.events.emit(EventKind.STATUS, {"state": "stopped", "decisions": self.published,
-                                                "error": str(error) if error else None})
+            if not self._checking:
+                self.events.emit(EventKind.STATUS, {"state": "stopped", "decisions": self.published,
+                                                    "error": str(error) if error else None})
         finally:
             self._stack.close()
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from edgekit.errors import InputError
 from edgekit.drawing import draw
+from edgekit.outputs import output_file
 from edgekit.results import FrameResult
 
 __all__ = ["VideoWriterSink", "WindowSink", "gui_available", "FOURCC_BY_SUFFIX"]
@@ -48,9 +49,7 @@ class VideoWriterSink:
         suffix = self.path.suffix.lower()
         if suffix not in FOURCC_BY_SUFFIX:
             raise InputError(f"cannot save video as {str(self.path)!r}: use a .avi (MJPG) or .mp4 (mp4v) file name")
-        if not self.path.parent.is_dir():
-            raise InputError(f"cannot save video to {str(self.path)!r}: folder {str(self.path.parent)!r} does "
-                             "not exist")
+        output_file(self.path, "video")
         if not fps or fps <= 0 or fps > 1000:
             raise InputError(f"the video frame rate must be between 0 and 1000, got {fps}")
         self.fps = float(fps)

@@ -16,7 +16,8 @@ import pytest
 from edgekit.converters.audit import audit_calibration
 from edgekit.converters.data import Samples
 from edgekit.contract import OutputFormat, Task, box_iou, map50
-from edgekit.converters.evaluate import Metrics, ModelOutputs, compare, detections, infer_output_format, predict
+from edgekit.converters.evaluate import (TRUTH_SCORE, Metrics, ModelOutputs, compare, detections, few_objects_warning,
+                                         infer_output_format, predict)
 from edgekit.converters.gate import check_gate
 from edgekit.errors import ConversionError
 from edgekit.preprocess import fit, load_image
@@ -138,7 +139,7 @@ def _real_inputs(path: Path, size: int) -> np.ndarray:
 def test_ssd_outputs_are_read_as_real_objects(shared_models: Path, shared_images: Path) -> None:
     ssd = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
     assert infer_output_format(ssd.read_bytes(), None, None) is OutputFormat.SSD
-    x = np.concatenate([_real_inputs(shared_images / n, 300) for n in ("grace_hopper.bmp", "kite_and_cold.jpg")])
+    x = np.concatenate([_real_inputs(shared_images / n, 300) for n in ("grace_hopper.png", "kite_and_cold.jpg")])
     outs = predict(ssd, x)
     hopper, kites = detections(outs, OutputFormat.SSD, threshold=0.4)
     person, kite = 0, 37  # COCO label ids of this model (coco_labels.txt line numbers)
@@ -147,7 +148,23 @@ def test_ssd_outputs_are_read_as_real_objects(shared_models: Path, shared_images
     assert {person, kite} <= set(kites.class_ids.tolist())
     assert np.all((hopper.xyxy >= 0) & (hopper.xyxy <= 300))  # no transforms: model-input pixels
     # a model against itself: every detection found again
-    assert compare(outs, outs, None, OutputFormat.SSD).map50 == pytest.approx(1.0)
+    metrics = compare(outs, outs, None, OutputFormat.SSD)
+    assert metrics.map50 == pytest.approx(1.0)
+    # the objects it is measured on: the float detections at TRUTH_SCORE, counted
+    assert metrics.float_objects == sum(len(d) for d in detections(outs, OutputFormat.SSD, threshold=TRUTH_SCORE))
+    assert 0 < metrics.float_objects < 50
+    warning = few_objects_warning(metrics)
+    assert warning and f"only {metrics.float_objects} object(s)" in warning and "2 validation image(s)" in warning
+
+
+def test_the_gate_refuses_a_detector_judged_on_no_objects() -> None:
+    none_found = Metrics(6, (), map50=1.0, float_objects=0)
+    g = check_gate(none_found, 3.0)
+    assert not g.passed and "found no objects in the 6 validation image(s)" in g.reason
+    assert check_gate(Metrics(6, (), map50=1.0, float_objects=3), 3.0).passed  # few: passes, with a warning
+    assert few_objects_warning(Metrics(6, (), map50=1.0, float_objects=3)) is not None
+    assert few_objects_warning(Metrics(60, (), map50=1.0, float_objects=400)) is None
+    assert few_objects_warning(Metrics(6, (), top1_agreement=1.0)) is None  # a classifier: not a detector measure
 
 
 @pytest.mark.parametrize(

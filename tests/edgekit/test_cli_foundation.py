@@ -103,7 +103,7 @@ def _classify_json(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int,
 
 def test_classify_json_real_images(capsys: pytest.CaptureFixture[str], shared_models: Path,
                                    shared_images: Path) -> None:
-    images = [shared_images / "grace_hopper.bmp", shared_images / "parrot.jpg"]
+    images = [shared_images / "grace_hopper.png", shared_images / "parrot.jpg"]
     code, rows, _ = _classify_json(capsys, "-m", shared_model(shared_models, V2),
                                    "--labels", shared_models / "imagenet_labels.txt", "-k", 3, *images)
     assert code == 0
@@ -129,7 +129,7 @@ def test_classify_labels_alignment(capsys: pytest.CaptureFixture[str], tmp_path:
         args += ["--labels", tmp_path / "l.txt"]
     elif labels:
         args += ["--labels", shared_models / labels]
-    code, rows, err = _classify_json(capsys, *args, shared_images / "grace_hopper.bmp")
+    code, rows, err = _classify_json(capsys, *args, shared_images / "grace_hopper.png")
     assert code == 0 and "note" not in err
     assert rows[0]["classes"] == [{"id": 653, "label": expected_label, "score": rows[0]["classes"][0]["score"]}]
 
@@ -149,7 +149,7 @@ def test_classify_bad_image_among_good(capsys: pytest.CaptureFixture[str], tmp_p
                                        shared_images: Path) -> None:
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
-    images = [shared_images / "cat.bmp", broken, tmp_path / "missing.png", shared_images / "parrot.jpg"]
+    images = [shared_images / "cat.png", broken, tmp_path / "missing.png", shared_images / "parrot.jpg"]
     code, rows, err = _classify_json(capsys, "-m", shared_model(shared_models, SMALL), *images)
     assert code == 2
     assert [r["image"] for r in rows] == [str(images[0]), str(images[3])]  # the rest still ran
@@ -164,7 +164,7 @@ def test_classify_bad_image_among_good(capsys: pytest.CaptureFixture[str], tmp_p
 ])
 def test_classify_refuses_models_it_cannot_run(capsys: pytest.CaptureFixture[str], shared_models: Path,
                                                shared_images: Path, name: str, fragment: str) -> None:
-    code, out, err = _run(capsys, "classify", "-m", shared_model(shared_models, name), shared_images / "cat.bmp")
+    code, out, err = _run(capsys, "classify", "-m", shared_model(shared_models, name), shared_images / "cat.png")
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and fragment in err
 
@@ -276,7 +276,7 @@ def test_info_shows_edgekit_metadata(capsys: pytest.CaptureFixture[str], model_w
 def test_classify_uses_metadata_labels_and_normalization(capsys: pytest.CaptureFixture[str],
                                                          model_with_metadata: Path, shared_models: Path,
                                                          shared_images: Path) -> None:
-    image = shared_images / "cat.bmp"
+    image = shared_images / "cat.png"
     _, plain, _ = _classify_json(capsys, "-m", shared_model(shared_models, SMALL), "-k", 3, image)
     code, meta, _ = _classify_json(capsys, "-m", model_with_metadata, "-k", 3, image)
     assert code == 0

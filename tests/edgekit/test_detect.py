@@ -24,7 +24,7 @@ from tests.conftest import shared_model, write_mjpg
 SSD = "ssd_mobilenet_v1_coco_quant.tflite"
 
 # Regions read off the photos by eye, (x1, y1, x2, y2) in the photos' own pixels.
-GRACE_PERSON = (15, 20, 512, 600)  # grace_hopper.bmp, 512x600: her, cut by the bottom and right edges
+GRACE_PERSON = (15, 20, 512, 600)  # grace_hopper.png, 512x600: her, cut by the bottom and right edges
 KITE_PERSON = (217, 700, 270, 855)  # kite_and_cold.jpg, 1352x900: the crouching child in navy
 KITE_GREEN = (593, 80, 670, 151)  # the big green kite, top centre
 KITE_BLACK = (280, 238, 305, 281)  # the small black-and-white kite on the left
@@ -54,7 +54,7 @@ def detector(request: pytest.FixtureRequest, ssd: Path, shared_models: Path):
 
 
 @pytest.mark.parametrize("image, label, region, min_iou", [
-    ("grace_hopper.bmp", "person", GRACE_PERSON, 0.7),
+    ("grace_hopper.png", "person", GRACE_PERSON, 0.7),
     ("kite_and_cold.jpg", "person", KITE_PERSON, 0.5),
     ("kite_and_cold.jpg", "kite", KITE_GREEN, 0.5),
     ("kite_and_cold.jpg", "kite", KITE_BLACK, 0.4),
@@ -76,7 +76,7 @@ def test_ssd_sees_several_people_and_kites(detector: Detector, shared_images: Pa
 
 def test_options_and_model_path_make_the_same_detector(ssd: Path, shared_models: Path,
                                                        shared_images: Path) -> None:
-    frame = load_image(shared_images / "grace_hopper.bmp")
+    frame = load_image(shared_images / "grace_hopper.png")
     labels = shared_models / "coco_labels.txt"
     with Detector.create_from_options(DetectorOptions(model=ssd, labels=labels, classes=["person"])) as a, \
             Detector.create_from_model_path(ssd, labels=labels, classes=["person"]) as b:
@@ -108,7 +108,7 @@ def test_a_classifier_is_not_a_detector_and_the_reverse(shared_models: Path, ssd
     with pytest.raises(ModelError, match="not a classifier.*Detector"):
         Classifier.create_from_model_path(ssd)
     with Classifier.create_from_model_path(mobilenet, labels=shared_models / "imagenet_labels.txt") as clf:
-        top = clf.classify(load_image(shared_images / "grace_hopper.bmp")).top
+        top = clf.classify(load_image(shared_images / "grace_hopper.png")).top
     assert top is not None and top.label == "military uniform" and top.score > 0.8
 
 
@@ -126,7 +126,7 @@ FRAME_W, FRAME_H = 676, 450  # kite_and_cold at half size; grace_hopper scaled t
 
 def _frames(images: Path) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]]:
     kite = cv2.resize(cv2.imread(str(images / "kite_and_cold.jpg")), (FRAME_W, FRAME_H), interpolation=cv2.INTER_AREA)
-    grace_img = cv2.resize(cv2.imread(str(images / "grace_hopper.bmp")), (384, 450), interpolation=cv2.INTER_AREA)
+    grace_img = cv2.resize(cv2.imread(str(images / "grace_hopper.png")), (384, 450), interpolation=cv2.INTER_AREA)
     grace = np.zeros((FRAME_H, FRAME_W, 3), np.uint8)
     grace[:, 146:146 + 384] = grace_img
     s = 0.75
@@ -222,7 +222,7 @@ def test_cli_images_folder_skips_a_broken_image(ssd: Path, shared_models: Path, 
                                                 tmp_path: Path) -> None:
     folder = tmp_path / "photos"
     folder.mkdir()
-    for name in ("grace_hopper.bmp", "kite_and_cold.jpg"):
+    for name in ("grace_hopper.png", "kite_and_cold.jpg"):
         (folder / name).write_bytes((shared_images / name).read_bytes())
     (folder / "broken.jpg").write_bytes((shared_images / "kite_and_cold.jpg").read_bytes()[:200])
     summary = tmp_path / "s.json"
@@ -236,7 +236,7 @@ def test_cli_images_folder_skips_a_broken_image(ssd: Path, shared_models: Path, 
 
 
 def test_cli_takes_image_files_a_shell_expanded(ssd: Path, shared_images: Path) -> None:
-    images = [str(shared_images / n) for n in ("grace_hopper.bmp", "kite_and_cold.jpg")]
+    images = [str(shared_images / n) for n in ("grace_hopper.png", "kite_and_cold.jpg")]
     out = edgekit("detect", "-m", str(ssd), "--source", *images, "--json", "--classes", "0")
     assert out.returncode == 0, out.stderr
     assert [json.loads(line)["frame"] for line in out.stdout.splitlines()] == [0, 1]
@@ -246,7 +246,7 @@ def test_cli_takes_image_files_a_shell_expanded(ssd: Path, shared_images: Path) 
 def test_cli_runs_a_classifier_too(shared_models: Path, shared_images: Path) -> None:
     mobilenet = shared_model(shared_models, "mobilenet_v2_1.0_224_quant.tflite")
     out = edgekit("detect", "-m", str(mobilenet), "--labels", str(shared_models / "imagenet_labels.txt"),
-                  "--source", str(shared_images / "grace_hopper.bmp"), "--json", "-t", "0")
+                  "--source", str(shared_images / "grace_hopper.png"), "--json", "-t", "0")
     assert out.returncode == 0, out.stderr
     line = json.loads(out.stdout)
     assert line["classes"][0]["label"] == "military uniform"

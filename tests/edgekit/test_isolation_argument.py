@@ -37,7 +37,7 @@ def test_cli_passes_isolation_as_an_argument(env: str | None, expected: bool, se
     if env is not None:
         monkeypatch.setenv("EDGEKIT_ISOLATE", env)
     model = str(shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite"))
-    assert main(["detect", "-m", model, "--source", str(shared_images / "grace_hopper.bmp"), "-q"]) == 0
+    assert main(["detect", "-m", model, "--source", str(shared_images / "grace_hopper.png"), "-q"]) == 0
     assert seen and seen[0] == {"isolate": expected, "env": env}  # the variable was never set for it
 
 

@@ -79,3 +79,38 @@ def test_real_label_files(shared_models: Path) -> None:
     coco = load_labels(shared_models / "coco_labels.txt")
     assert (len(imagenet), imagenet[0], imagenet[653]) == (1001, "background", "military uniform")
     assert (len(coco), coco[0]) == (90, "person")
+
+
+def test_a_detectors_labels_are_checked_against_its_class_count() -> None:
+    from edgekit.labels import detector_labels_note
+
+    assert detector_labels_note(["x"] * 90, 90) is None and detector_labels_note(["x"] * 91, 90) is None
+    assert detector_labels_note(["x"] * 5, None) is None  # the file does not say how many classes
+    note = detector_labels_note(["x"] * 1001, 90)
+    assert note is not None and "1001" in note and "90 classes" in note
+
+
+def test_imagenet_labels_on_the_coco_ssd_are_one_warning(shared_models: Path, shared_images: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from edgekit.cli import main
+    from tests.conftest import shared_model
+
+    ssd = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    assert main(["detect", "-m", str(ssd), "--labels", str(shared_models / "imagenet_labels.txt"),
+                 "--source", str(shared_images / "grace_hopper.png"), "--json"]) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "note:" in ln]
+    assert len(notes) == 1 and "1001 entries" in notes[0] and "90 classes" in notes[0]
+    assert main(["detect", "-m", str(ssd), "--labels", str(shared_models / "coco_labels.txt"),
+                 "--source", str(shared_images / "grace_hopper.png"), "--json"]) == 0
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_classify_without_labels_says_how_to_name_the_ids(shared_models: Path, shared_images: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from edgekit.cli import main
+    from edgekit.labels import NO_LABELS_NOTE
+    from tests.conftest import shared_model
+
+    model = shared_model(shared_models, "mobilenet_v1_0.25_128_quant.tflite")
+    assert main(["classify", "-m", str(model), "-k", "1", str(shared_images / "parrot.jpg")]) == 0
+    assert f"edgekit classify: note: {NO_LABELS_NOTE}" in capsys.readouterr().err

@@ -178,7 +178,7 @@ def test_detector_stream_with_a_callback_on_a_real_video(shared_models: Path, sh
                                                          tmp_path: Path) -> None:
     import cv2
 
-    frame = cv2.resize(cv2.imread(str(shared_images / "grace_hopper.bmp")), (256, 300))
+    frame = cv2.resize(cv2.imread(str(shared_images / "grace_hopper.png")), (256, 300))
     video = write_mjpg(tmp_path / "g.avi", [frame] * 12, 15)
     seen: list[FrameResult] = []
     model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from tests.conftest import shared_model, write_mjpg
+from tests.conftest import missing, shared_model, write_mjpg
 
 VIDEO_SIZE = (676, 450)
 # True: the photo as it is; False: the people (lower left) blacked out.
@@ -28,7 +28,7 @@ def write_kites_video(path: Path, images: Path) -> Path:
 
     photo = cv2.imread(str(images / "kite_and_cold.jpg"))
     if photo is None:
-        pytest.skip(f"kite_and_cold.jpg not in {images}")
+        pytest.skip(missing("kite_and_cold.jpg", images))
     small = cv2.resize(photo, VIDEO_SIZE, interpolation=cv2.INTER_AREA)
     blacked = small.copy()
     blacked[200:, :300] = 0

@@ -45,7 +45,7 @@ def _image_input(model: Any, image_path: Path) -> np.ndarray:
 
 # --- real models, real images ------------------------------------------------------------
 @pytest.mark.parametrize(("image", "label", "score"), [
-    ("grace_hopper.bmp", "military uniform", 0.92),
+    ("grace_hopper.png", "military uniform", 0.92),
     ("parrot.jpg", "macaw", 0.99),
 ])
 def test_mobilenet_v2_classifies_real_images(shared_models: Path, shared_images: Path, image: str,
@@ -59,7 +59,7 @@ def test_mobilenet_v2_classifies_real_images(shared_models: Path, shared_images:
 
 
 @pytest.mark.parametrize(("image", "wanted"), [
-    ("grace_hopper.bmp", {"person": (1, 0.6)}),
+    ("grace_hopper.png", {"person": (1, 0.6)}),
     ("kite_and_cold.jpg", {"person": (2, 0.4), "kite": (2, 0.4)}),
 ])
 def test_ssd_finds_real_objects(shared_models: Path, shared_images: Path, image: str,
@@ -95,7 +95,7 @@ def _xnnpack_nodes_or_skip(m: Any) -> None:
 def test_cpu_and_xnnpack_agree(shared_models: Path, shared_images: Path) -> None:
     path = shared_model(shared_models, V2)
     with load_model(path, "cpu") as cpu, load_model(path, Delegate.XNNPACK) as xnn:
-        x = _image_input(cpu, shared_images / "grace_hopper.bmp")
+        x = _image_input(cpu, shared_images / "grace_hopper.png")
         a, b = cpu.run(x)[0][0], xnn.run(x)[0][0]
         assert (cpu.delegate, xnn.delegate) == (Delegate.CPU, Delegate.XNNPACK)
         assert cpu.delegate_nodes == 0
@@ -138,7 +138,7 @@ def test_float_input_is_quantized_like_by_hand(shared_models: Path) -> None:
 
 def test_zero_copy_path_matches_run(shared_models: Path, shared_images: Path) -> None:
     with load_model(shared_model(shared_models, SSD)) as m:
-        x = _image_input(m, shared_images / "grace_hopper.bmp")
+        x = _image_input(m, shared_images / "grace_hopper.png")
         expected = m.run(x)
         m.input_view(0)[...] = x
         m.invoke()

@@ -123,8 +123,9 @@ class Dashboard:
             return f"dashboard on {self.url}"
         line = f"dashboard on {self.url} (token required)"
         if self.config.token_source == TokenSource.GENERATED:
-            line += (f"; open {self.url}/?token={self.config.token} once per browser (a new token each start: "
-                     "set token_env to keep one)")
+            keep = ("set EDGEKIT_DASHBOARD_TOKEN to keep one" if self.mode == "detect"
+                    else "set [dashboard] token_env in the config to keep one")
+            line += f"; open {self.url}/?token={self.config.token} once per browser (a new token each start: {keep})"
         return line
 
     def start(self) -> Dashboard:
@@ -138,8 +139,9 @@ class Dashboard:
         try:
             server = ThreadingHTTPServer((self.config.host, self.config.port), _handler(self))
         except OSError as exc:
+            where = "--serve [HOST:]PORT" if self.mode == "detect" else "[dashboard] port in the config"
             raise ConfigError(f"the dashboard cannot listen on {self.config.host}:{self.config.port}: "
-                              f"{exc.strerror or exc} (another program on that port? set [dashboard] port)") from None
+                              f"{exc.strerror or exc} (another program on that port? choose another with {where})") from None
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},

@@ -284,7 +284,7 @@ def test_a_real_tflite_face_model_on_a_real_photo_matches_the_reference(vision_m
     from edgekit import load_image, load_model
     from edgekit.preprocess import to_input
 
-    image = load_image(shared_images / "grace_hopper.bmp")
+    image = load_image(shared_images / "grace_hopper.png")
     with load_model(vision_models.face, isolate=False) as m:
         resized, _ = fit(image, (128, 128), ResizeMode.LETTERBOX)
         m.input_view(0)[...] = to_input(resized, m.inputs[0])

@@ -59,7 +59,7 @@ class Kit:
         self.key: SigningKey = load_signing_key(root / "keys" / "signing.key")
         self.model = shared_model(shared_models, SMALL)
         self.images = [np.asarray(Image.open(shared_images / n).convert("RGB").resize((128, 128)), dtype=np.uint8)
-                       for n in ("grace_hopper.bmp", "cat.bmp", "parrot.jpg")]
+                       for n in ("grace_hopper.png", "cat.png", "parrot.jpg")]
         self.golden = root / "golden.npz"
         np.savez(self.golden, hopper=self.images[0])
         self.bad_model = root / "scrambled.tflite"  # loads and runs, but its largest weights are noise

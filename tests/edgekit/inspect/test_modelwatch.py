@@ -31,7 +31,7 @@ def root(tmp_path: Path, shared_models: Path, shared_images: Path) -> Path:
     r = tmp_path / "models" / "inspection"
     deploy(r, 1, shared_model(shared_models, SMALL))
     (r / "golden").mkdir()
-    np.save(r / "golden" / "hopper.npy", _image(shared_images / "grace_hopper.bmp", 128))
+    np.save(r / "golden" / "hopper.npy", _image(shared_images / "grace_hopper.png", 128))
     write_expected_outputs(r / "1" / "model.tflite", r, 1)
     return r
 

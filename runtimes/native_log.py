@@ -1,0 +1,67 @@
+"""The TFLite interpreter's own log lines on file descriptor 2.
+
+The C++ runtime writes "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." straight to fd 2
+the first time a process allocates an interpreter (no Python setting reaches that logger). It says
+nothing to a user and breaks the CLI's promise of one line per error, so :func:`load_model` holds
+fd 2 while it creates the interpreter and passes on every line but the ``INFO:`` ones (errors and
+warnings reach the user as before). ``show_native_logs(True)`` (the CLI's ``-v``, or
+``EDGEKIT_DEBUG=1``) keeps them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from typing import Callable, Iterator
+
+__all__ = ["show_native_logs", "interpreter_info_dropped", "fd2_captured"]
+
+_show = os.environ.get("EDGEKIT_DEBUG") == "1"
+
+
+def show_native_logs(show: bool = True) -> None:
+    """Keep (True) or drop (False, the default) the interpreter's INFO lines from now on."""
+    global _show
+    _show = show
+
+
+def _drop_info(text: str, _failed: bool) -> str:
+    return "".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith("INFO: "))
+
+
+@contextlib.contextmanager
+def interpreter_info_dropped() -> Iterator[None]:
+    """Drop the interpreter's ``INFO:`` lines written in the block, pass on the rest."""
+    if _show:
+        yield
+        return
+    with fd2_captured(_drop_info):
+        yield
+
+
+@contextlib.contextmanager
+def fd2_captured(kept: Callable[[str, bool], str]) -> Iterator[None]:
+    """Hold what native code writes to file descriptor 2 in the block, then pass on
+    ``kept(text, the block raised)``."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (embedded, redirected oddly): leave it alone
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = kept(tmp.read().decode("utf-8", "replace"), failed)
+            if text:
+                sys.stderr.write(text)
+                sys.stderr.flush()

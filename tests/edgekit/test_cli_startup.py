@@ -1,0 +1,102 @@
+"""The CLI's first moments: only the chosen command is loaded, argument errors are one line naming
+the command's --help, Ctrl-C at any moment ends without a traceback, native INFO lines stay quiet."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edgekit import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+SMALL = DATA / "mobilenet_v1_0.25_128_quant.tflite"
+
+
+def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edgekit", *argv], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=120)
+
+
+def test_each_summary_is_its_modules_help() -> None:
+    parser = cli.build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    helps = {c.dest: c.help for c in subs._choices_actions}  # noqa: SLF001
+    assert helps == cli.COMMANDS
+
+
+def test_only_the_chosen_command_is_imported() -> None:
+    code = ("import sys; from edgekit.cli import build_parser; build_parser('classify'); "
+            "print(sorted(m for m in sys.modules if m.startswith('edgekit.commands.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    loaded = eval(out.stdout)  # noqa: S307 - our own printout of a list of names
+    assert "edgekit.commands.classify" in loaded
+    assert not {"edgekit.commands.inspect", "edgekit.commands.detect", "edgekit.commands.convert"} & set(loaded)
+
+
+def test_a_command_that_cannot_be_imported_is_an_error(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "edgekit.commands.keygen", None)  # import raises ImportError
+    assert cli.main(["keygen", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'keygen' command cannot be loaded" in err and "reinstall" in err
+
+
+@pytest.mark.parametrize("argv, head", [
+    ([], "edgekit: error: give a command"),
+    (["detct"], "edgekit: error: argument COMMAND: invalid choice: 'detct'"),
+    (["classify", "-m", "m.tflite", "a.jpg", "--bogus"], "edgekit classify: error: unrecognized arguments: --bogus"),
+    (["detect", "--source", "0", "-m", "m.tflite", "--threshold", "x"], "edgekit detect: error: argument"),
+])
+def test_argument_errors_are_one_line(argv: list[str], head: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    command = f"edgekit {argv[0]}" if argv and argv[0] in cli.COMMANDS else "edgekit"
+    assert err.count("\n") == 1 and err.startswith(head) and err.rstrip().endswith(f"See `{command} --help`."), err
+
+
+def test_interpreter_info_lines_are_dropped_through_the_api_and_kept_with_debug() -> None:
+    code = ("import edgekit, sys; m = edgekit.load_model(sys.argv[1]); m.run(__import__('numpy').zeros("
+            "m.inputs[0].shape, m.inputs[0].dtype)); print('ran')")
+    quiet = subprocess.run([sys.executable, "-c", code, str(SMALL)], capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert quiet.stdout.strip() == "ran" and "INFO:" not in quiet.stderr, quiet.stderr
+    loud = subprocess.run([sys.executable, "-c", code, str(SMALL)], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "EDGEKIT_DEBUG": "1"}, check=True)
+    assert "INFO: Created TensorFlow Lite XNNPACK delegate" in loud.stderr
+    quiet = _run("classify", "-m", str(SMALL), "-k", "1", str(DATA / "parrot.jpg"))
+    assert quiet.returncode == 0 and "INFO:" not in quiet.stderr, quiet.stderr
+
+
+@pytest.fixture(scope="module")
+def bare_start() -> float:
+    """How long this interpreter takes to start with nothing of edgekit's (site, .pth files): a SIGINT
+    before then lands in Python's own start-up, which prints its traceback before any code of ours runs."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return 2 * (time.perf_counter() - t0)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.1, 0.25, 0.5, 1.0])
+def test_ctrl_c_at_any_moment_ends_without_a_traceback(delay: float, bare_start: float) -> None:
+    delay += bare_start
+    proc = subprocess.Popen([sys.executable, "-m", "edgekit", "classify", "-m", str(SMALL), "-k", "1",
+                             str(DATA / "parrot.jpg")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err)
+    if proc.returncode == 130:
+        assert err.strip().endswith("edgekit classify: interrupted"), err
