@@ -25,7 +25,7 @@ TENSORFLOW = ("tensorflow", "keras", "tf_keras")
 # them and drawing sits above both; the cell (inspect) under the wings that plug into it (fleet).
 FLOORS = (
     ("edgekit.errors",),
-    ("edgekit.results", "edgekit.labels"),
+    ("edgekit.results", "edgekit.labels", "edgekit.outputs"),
     ("edgekit.contract",),
     ("edgekit.runtimes",),
     ("edgekit.drawing", "edgekit.preprocess", "edgekit.doctor"),
