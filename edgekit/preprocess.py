@@ -206,6 +206,8 @@ def fit_into(image: np.ndarray, out_view: np.ndarray, mode: ResizeMode | str = R
                          f"{out_view.dtype.name} {out_view.shape}. For float or int8 model inputs use fit() "
                          "then to_input().")
     m, how = ResizeMode.parse(mode), Interpolation.parse(interpolation)
+    if how is Interpolation.MEDIAPIPE:
+        return _warp_into(a, view, m, pad_value)
     tf, x0, y0, nw, nh = plan_resize(a.shape[:2], (view.shape[1], view.shape[0]), m, BoxMapping.parse(boxes))
     if m is ResizeMode.STRETCH:
         _resize_into(a, view, how)
@@ -216,6 +218,25 @@ def fit_into(image: np.ndarray, out_view: np.ndarray, mode: ResizeMode | str = R
     view[y0:y0 + nh, x0 + nw:] = pad_value
     _resize_into(a, view[y0:y0 + nh, x0:x0 + nw], how)
     return tf
+
+
+def _warp_into(image: np.ndarray, view: np.ndarray, mode: ResizeMode, pad_value: int) -> Transform:
+    """MediaPipe's ImageToTensorCalculator on CPU: the frame (or, keeping its aspect ratio, the
+    square-padded region around it) warped onto the tensor by an affine map of corners to corners,
+    bilinear, the border filled with ``pad_value``; the transform is the same map, unrounded."""
+    h, w = image.shape[:2]
+    dh, dw = view.shape[:2]
+    if mode is ResizeMode.STRETCH:
+        sx, sy, px, py = dw / w, dh / h, 0.0, 0.0
+    else:
+        sx = sy = min(dw / w, dh / h)
+        px, py = (dw - w * sx) / 2, (dh - h * sy) / 2
+    m = np.float64([[sx, 0.0, px], [0.0, sy, py]])
+    out = cv2.warpAffine(image, m, (dw, dh), dst=view, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+                         borderValue=(pad_value,) * 3)
+    if not np.shares_memory(out, view):
+        view[...] = out
+    return Transform((w, h), (dw, dh), sx, sy, px, py)
 
 
 def to_input(image: np.ndarray, spec: TensorSpec, norm: Normalization | None = None) -> np.ndarray:

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from edgekit.runtimes.metadata import other_metadata_names, read_metadata
+from edgekit.runtimes.support_metadata import SupportMetadata, read_support_metadata
 from edgekit.runtimes.tflite_file import TensorDef, TFLiteFile
 from edgekit.runtimes.validate import validate_model_file
 
@@ -86,6 +87,7 @@ class ModelInfo:
     metadata: dict[str, Any] | None
     other_metadata: tuple[str, ...] = ()
     signatures: tuple[str, ...] = ()
+    support: SupportMetadata | None = None  # the file's own TFLite Support metadata (MediaPipe, Model Maker)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -107,7 +109,7 @@ def model_info(path: str, data: bytes, parsed: TFLiteFile) -> ModelInfo:
         ops=parsed.op_counts(), edgetpu_compiled=parsed.edgetpu_compiled,
         custom_ops=tuple(parsed.custom_ops()), subgraphs=len(parsed.subgraphs),
         metadata=read_metadata(data, parsed), other_metadata=tuple(other_metadata_names(parsed)),
-        signatures=parsed.signature_keys,
+        signatures=parsed.signature_keys, support=read_support_metadata(data, parsed),
     )
 
 

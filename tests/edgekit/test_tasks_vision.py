@@ -12,6 +12,7 @@ import pytest
 from edgekit import Detector, PoseEstimator, Segmenter, SegmenterOptions, load_image, load_model
 from edgekit.contract.anchors import ANCHOR_PRESETS, decode_anchors
 from edgekit.errors import InputError, ModelError
+from edgekit.contract.preprocessing import preprocessing_for
 from edgekit.preprocess import ResizeMode, fit, to_input
 from edgekit.segment import Segmentation
 from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
@@ -27,10 +28,14 @@ def parrot(shared_images: Path) -> np.ndarray:
 
 
 def _raw(path: Path, image: np.ndarray, size: int) -> tuple[list[np.ndarray], object]:
-    """The model run by hand on the letterboxed image: its outputs (dequantized) and the transform."""
+    """The model run by hand on the letterboxed image, fed as its family's preset says (a [1, 1, 17, 3]
+    model is MoveNet's, 0..255 padded black; [1, 896, 16] + [1, 896, 1] MediaPipe's face detector's):
+    its outputs (dequantized) and the transform."""
     with load_model(path, isolate=False) as m:
-        resized, tf = fit(image, (size, size), ResizeMode.LETTERBOX)
-        m.input_view(0)[...] = to_input(resized, m.inputs[0])
+        pre = preprocessing_for(m, resize=ResizeMode.LETTERBOX)
+        resized, tf = fit(image, (size, size), ResizeMode.LETTERBOX, pad_value=pre.pad_value,
+                          interpolation=pre.interpolation)
+        m.input_view(0)[...] = to_input(resized, m.inputs[0], pre.normalization)
         m.invoke()
         return [m.output(i) for i in range(len(m.outputs))], tf
 
