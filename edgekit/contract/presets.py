@@ -123,9 +123,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     _mediapipe("mediapipe-hand-landmark", "mediapipe/modules/hand_landmark/hand_landmark_cpu.pbtxt (224x224, "
                "[0, 1], keep_aspect_ratio, on the palm's rotated crop; lite and full)", (224, 224),
                ((1, 63), (1, 1), (1, 1), (1, 63)), unit=True, fmt=OutputFormat.KEYPOINTS),
-    Preset("movenet-single", "MoveNet", _MOVENET, ResizeMode.LETTERBOX, 0, 0.0, 1.0, Interpolation.LINEAR,
+    Preset("movenet-single", "MoveNet", _MOVENET, ResizeMode.LETTERBOX, 0, 0.0, 1.0, Interpolation.TENSORFLOW,
            ((192, 192), (256, 256)), ((1, 1, 17, 3),), OutputFormat.KEYPOINTS),
-    Preset("movenet-multi", "MoveNet", _MOVENET, ResizeMode.LETTERBOX, 0, 0.0, 1.0, Interpolation.LINEAR,
+    Preset("movenet-multi", "MoveNet", _MOVENET, ResizeMode.LETTERBOX, 0, 0.0, 1.0, Interpolation.TENSORFLOW,
            (), ((1, 6, 56),), OutputFormat.KEYPOINTS),
     Preset("deeplab", "DeepLab (Coral)", "google-coral/pycoral examples/semantic_segmentation.py: "
            "img.resize((width, height), Image.LANCZOS) (a stretch, averaged when shrinking), uint8 pixels as "
