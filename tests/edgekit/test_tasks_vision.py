@@ -81,11 +81,11 @@ def test_regions_are_the_red_blobs(vision_models, parrot):
 
 
 def test_single_pose_keypoints_within_one_pixel(vision_models, parrot):
-    outputs, _ = _raw(vision_models.pose_single, parrot, 192)
+    outputs, tf = _raw(vision_models.pose_single, parrot, 192)
     yx = outputs[0][0, 0, :, :2].astype(np.float64)
     h, w = parrot.shape[:2]
-    side = max(h, w)  # MoveNet's documentation: keypoints normalized to the image padded to a square
-    ref = np.stack([yx[:, 1] * side - (side - w) / 2, yx[:, 0] * side - (side - h) / 2], axis=1)
+    # Keypoints are fractions of the padded input (tf.image.resize_with_pad's placement, the preset's)
+    ref = np.stack([(yx[:, 1] * 192 - tf.pad_x) / tf.scale_x, (yx[:, 0] * 192 - tf.pad_y) / tf.scale_y], axis=1)
     with PoseEstimator.create_from_model_path(vision_models.pose_single, threshold=0.0) as est:
         poses = est.estimate(parrot)
     assert len(poses) == 1
