@@ -25,7 +25,7 @@ from edgekit.contract.enums import Layout
 from edgekit.converters.data import DataSplit, Samples
 from edgekit.converters.source import PreprocessingHint, SourceModel
 from edgekit.converters.tflite_head import TFLiteReference, split_tflite_head
-from edgekit.converters.tflite_metadata import read_support_metadata
+from edgekit.runtimes.support_metadata import read_support_metadata
 from edgekit.errors import ConversionError, InputError, ModelError
 from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
 

@@ -14,7 +14,8 @@ from typing import Callable
 import cv2
 import numpy as np
 
-from edgekit.contract import ColorOrder, Layout, Normalization, ResizeMode, Transform, box_mapping, image_input, interpolation
+from edgekit.contract import ColorOrder, Layout, Transform, image_input
+from edgekit.contract.preprocessing import PreprocessingSpec
 from edgekit.errors import ModelError
 from edgekit.preprocess import fit_into, write_channels_first, write_channels_last
 from edgekit.results import Result
@@ -27,7 +28,7 @@ class ModelEngine:
     """One loaded model's input writing, inference and decoding: what the loop drives
     (an :class:`edgekit.loop.Engine`). Made by :func:`edgekit.tasks.make_engine`."""
 
-    def __init__(self, model: Model, resize: ResizeMode, decode: Callable[[list[np.ndarray], Transform], Result],
+    def __init__(self, model: Model, pre: PreprocessingSpec, decode: Callable[[list[np.ndarray], Transform], Result],
                  labels: list[str] | None = None, note: str | None = None) -> None:
         if len(model.inputs) != 1:
             raise ModelError(f"an image model has one input; {model.path!r} has {len(model.inputs)}: "
@@ -41,12 +42,13 @@ class ModelEngine:
         self.size = self.input.size  # (width, height)
         self.channels_first = self.input.layout is Layout.NCHW
         self._scratch = threading.local()  # the resized frame, one per writing thread
-        self.resize = resize
+        self.pre = pre  # decided once, at load (edgekit.contract.preprocessing), with where each setting came from
+        self.resize = pre.resize
         self.labels = labels
         self.note = note  # for the user, e.g. labels that do not line up with the outputs
         self.threshold: float | None = None  # set by make_engine: the score threshold in effect
-        self.norm = Normalization.from_metadata(model.metadata)
-        self._fit = {"interpolation": interpolation(model.metadata), "boxes": box_mapping(model.metadata)}
+        self.norm = pre.normalization
+        self._fit = {"interpolation": pre.interpolation, "boxes": pre.box_mapping, "pad_value": pre.pad_value}
         # uint8 inputs take the pixels as they are, so they are resized straight into the tensor.
         self.direct = not self.channels_first and np.dtype(spec.dtype) == np.uint8 and (
             self.norm is None or (self.norm.mean is None and self.norm.color is ColorOrder.RGB))

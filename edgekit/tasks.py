@@ -21,7 +21,8 @@ from typing import Any, Callable, ClassVar, Sequence, TypeVar, Union, overload
 
 import numpy as np
 
-from edgekit.contract import Decoder, OutputFormat, ResizeMode, Transform, detect_format, make_decoder, resize_mode
+from edgekit.contract import Decoder, OutputFormat, ResizeMode, Transform, detect_format, make_decoder
+from edgekit.contract.preprocessing import PreprocessingSpec, preprocessing_for
 from edgekit.engine import ModelEngine
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, detector_labels_note, load_labels
@@ -82,14 +83,17 @@ class ClassifierOptions(TaskOptions):
 def _labels(option: Any, model: Model) -> list[str] | None:
     if option is None:
         labels = (model.metadata or {}).get("labels")
-        return [str(x) for x in labels] if isinstance(labels, list) and labels else None
+        if isinstance(labels, list) and labels:
+            return [str(x) for x in labels]
+        support = getattr(model, "support", None)  # the file's TFLite metadata: its associated label file
+        return list(support.labels) if support is not None and support.labels else None
     if isinstance(option, (str, os.PathLike)):
         return load_labels(option)
     return [str(x) for x in option]
 
 
-def _resize(option: ResizeMode | str | None, model: Model) -> ResizeMode:
-    return resize_mode(option, model.metadata)
+def _preprocessing(option: ResizeMode | str | None, model: Model) -> PreprocessingSpec:
+    return preprocessing_for(model, resize=option, default_resize=ResizeMode.STRETCH)
 
 
 def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> ModelEngine:
@@ -119,7 +123,7 @@ def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> M
             labels, note = align_labels(labels, int(np.prod(model.outputs[0].shape)))
         decode = make_decoder(model.outputs, model.metadata, labels=labels, threshold=options.threshold,
                               top_k=options.top_k)
-    engine = ModelEngine(model, _resize(options.resize, model), decode, labels, note)
+    engine = ModelEngine(model, _preprocessing(options.resize, model), decode, labels, note)
     engine.threshold = threshold  # the score threshold in effect (the options', else the model's)
     return engine
 
@@ -226,6 +230,11 @@ class _Task:
     @property
     def resize(self) -> ResizeMode:
         return self._engine.resize
+
+    @property
+    def preprocessing(self) -> PreprocessingSpec:
+        """How frames are fed to the model, and where each setting came from."""
+        return self._engine.pre
 
     @property
     def threshold(self) -> float | None:

@@ -23,8 +23,10 @@ from typing import Sequence
 
 import numpy as np
 
-from edgekit.contract import OutputFormat, ResizeMode, Task, Transform, resize_mode
-from edgekit.contract.keypoints import PoseLayout, Poses, decode_poses, pose_layout
+from edgekit.contract import OutputFormat, ResizeMode, Task, Transform
+from edgekit.contract.preprocessing import PreprocessingSpec, preprocessing_for
+from edgekit.contract.keypoints import PoseLayout, Poses, decode_hand_landmarks, decode_poses, pose_layout_of
+from edgekit.contract.spec import image_input
 from edgekit.contract.readings import read_outputs
 from edgekit.contract.segmentation import SegmentationLayout, decode_segmentation, segmentation_layout
 from edgekit.errors import InputError, ModelError
@@ -54,11 +56,9 @@ def _check_fraction(name: str, value: float) -> None:
         raise InputError(f"{name} must be between 0 and 1, got {value}")
 
 
-def _resize(option: ResizeMode | str | None, model: Model) -> ResizeMode:
+def _preprocessing(option: ResizeMode | str | None, model: Model) -> PreprocessingSpec:
     # MoveNet and most segmenters are trained on padded, not squashed, images: letterbox unless told.
-    pre = (model.metadata or {}).get("preprocessing")
-    said = option or (pre.get("resize") if isinstance(pre, dict) else None)
-    return resize_mode(said or ResizeMode.LETTERBOX)
+    return preprocessing_for(model, resize=option, default_resize=ResizeMode.LETTERBOX)
 
 
 def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
@@ -82,7 +82,7 @@ def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
     note = None
     if labels and layout is SegmentationLayout.SCORES and out.shape[-1] != len(labels):
         note = f"the model scores {out.shape[-1]} classes but has {len(labels)} labels"
-    return ModelEngine(model, _resize(options.resize, model), decode, labels, note)  # type: ignore[arg-type]
+    return ModelEngine(model, _preprocessing(options.resize, model), decode, labels, note)  # type: ignore[arg-type]
 
 
 def _segmentation_layout(model: Model) -> SegmentationLayout:
@@ -101,12 +101,21 @@ def _segmentation_layout(model: Model) -> SegmentationLayout:
 def _pose(model: Model, options: PoseEstimatorOptions) -> ModelEngine:
     _check_fraction("threshold", options.threshold)
     read_outputs(model.outputs, model.metadata, inputs=model.inputs, task=Task.POSE)
-    layout: PoseLayout | None = pose_layout(model.outputs[0].shape)
+    layout: PoseLayout | None = pose_layout_of([o.shape for o in model.outputs])
+    if layout is PoseLayout.HAND:
+        size = image_input(model.inputs[0], model.metadata).size
+        support = model.support
+        names = tuple(support.labels) if support is not None and support.labels else ("Left", "Right")
+
+        def hand(outputs: list[np.ndarray], transform: Transform) -> Poses:
+            return decode_hand_landmarks(outputs, transform, size, threshold=options.threshold, labels=names)
+
+        return ModelEngine(model, _preprocessing(options.resize, model), hand, None)  # type: ignore[arg-type]
 
     def decode(outputs: list[np.ndarray], transform: Transform) -> Poses:
         return decode_poses(outputs[0], transform, layout=layout, threshold=options.threshold)
 
-    return ModelEngine(model, _resize(options.resize, model), decode, None)  # type: ignore[arg-type]
+    return ModelEngine(model, _preprocessing(options.resize, model), decode, None)  # type: ignore[arg-type]
 
 
 def make_vision_engine(model: Model, options: SegmenterOptions | PoseEstimatorOptions) -> ModelEngine:

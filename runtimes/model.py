@@ -85,6 +85,11 @@ class Model:
         return self.info.metadata
 
     @property
+    def support(self) -> Any:
+        """The file's own TFLite Support metadata (:class:`~edgekit.runtimes.support_metadata.SupportMetadata`), or None."""
+        return self.info.support
+
+    @property
     def notes(self) -> list[str]:
         """Things worth telling the user about how the model was loaded."""
         return list(self._runtime.notes)

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from edgekit.runtimes.metadata import other_metadata_names, read_metadata
+from edgekit.runtimes.support_metadata import SupportMetadata, read_support_metadata
 from edgekit.runtimes.tflite_file import TensorDef, TFLiteFile
 from edgekit.runtimes.validate import validate_model_file
 
@@ -89,6 +90,7 @@ class ModelInfo:
     # The classes a detection post-processing op declares (SSD's TFLite_Detection_PostProcess
     # num_classes, background not counted); None when the file does not say.
     num_classes: int | None = None
+    support: SupportMetadata | None = None  # the file's own TFLite Support metadata (MediaPipe, Model Maker)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -111,6 +113,7 @@ def model_info(path: str, data: bytes, parsed: TFLiteFile) -> ModelInfo:
         custom_ops=tuple(parsed.custom_ops()), subgraphs=len(parsed.subgraphs),
         metadata=read_metadata(data, parsed), other_metadata=tuple(other_metadata_names(parsed)),
         signatures=parsed.signature_keys, num_classes=_postprocess_classes(parsed),
+        support=read_support_metadata(data, parsed),
     )
 
 

@@ -125,6 +125,7 @@ def vision_models(tmp_path_factory: pytest.TempPathFactory) -> VisionModels:
     k17 = tf.constant(rng.normal(0, 2, (1, 1, 3, 17)).astype(np.float32))
 
     def single(x: Any) -> Any:
+        x = x / 127.5 - 1.0  # MoveNet takes pixels 0..255 (its preset feeds them so)
         w = tf.sigmoid(tf.nn.conv2d(tf.nn.avg_pool2d(x, 4, 4, "VALID"), k17, 1, "VALID"))  # [1, 48, 48, 17]
         grid = (tf.range(48, dtype=tf.float32) + 0.5) / 48.0
         total = tf.reduce_sum(w, axis=[1, 2])

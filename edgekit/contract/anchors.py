@@ -253,7 +253,8 @@ def decode_anchor_boxes(raw: np.ndarray, anchors: np.ndarray, o: AnchorDecodeOpt
     xc = x / o.x_scale * aw + ax
     yc = y / o.y_scale * ah + ay
     if o.apply_exponential_on_box_size:
-        h, w = np.exp(h / o.h_scale) * ah, np.exp(w / o.w_scale) * aw
+        with np.errstate(over="ignore"):  # an overflowing size is an infinite box, dropped as not sane
+            h, w = np.exp(h / o.h_scale) * ah, np.exp(w / o.w_scale) * aw
     else:
         h, w = h / o.h_scale * ah, w / o.w_scale * aw
     boxes = np.stack([xc - w / 2, yc - h / 2, xc + w / 2, yc + h / 2], axis=1)
@@ -274,7 +275,9 @@ def anchor_scores(raw: np.ndarray, o: AnchorDecodeOptions) -> tuple[np.ndarray, 
     if o.sigmoid_score:
         if o.score_clipping_thresh is not None:
             s = np.clip(s, -o.score_clipping_thresh, o.score_clipping_thresh)
-        s = 1.0 / (1.0 + np.exp(-s))
+        # exp(-s) of a large negative score overflows float32 to inf, and 1 / (1 + inf) is the 0 it
+        # should be; the sigmoid is computed without the overflow (and its RuntimeWarning on stderr).
+        s = 0.5 * (1.0 + np.tanh(0.5 * s))
     ids = s.argmax(axis=1)
     return s[np.arange(len(s)), ids].astype(np.float32), ids.astype(np.int32)
 
@@ -381,6 +384,11 @@ ANCHOR_PRESETS: dict[str, AnchorSpec] = {
         SsdAnchorOptions(192, 192, 0.1484375, 0.75, 4, strides=(8, 16, 16, 16), fixed_anchor_size=True),
         AnchorDecodeOptions(192.0, 192.0, 192.0, 192.0, BoxCoding.XYWH, num_keypoints=7, score_clipping_thresh=100.0,
                             min_score_thresh=0.5)),  # 2016 anchors, 18 coords
+    # mediapipe/modules/pose_detection/pose_detection_cpu.pbtxt
+    "pose-detector": AnchorSpec(
+        SsdAnchorOptions(224, 224, 0.1484375, 0.75, 5, strides=(8, 16, 32, 32, 32), fixed_anchor_size=True),
+        AnchorDecodeOptions(224.0, 224.0, 224.0, 224.0, BoxCoding.XYWH, num_keypoints=4, score_clipping_thresh=100.0,
+                            min_score_thresh=0.5)),  # 2254 anchors, 12 coords
 }
 
 

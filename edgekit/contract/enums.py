@@ -119,12 +119,22 @@ class Interpolation(Choice):
 
     AUTO: bilinear, or pixel-area averaging from a 3x shrink on (less aliasing, ~7x the cost).
     LINEAR: always bilinear, as Ultralytics' ``predict`` (LetterBox) does. AREA: averaging whenever
-    the frame is shrunk (a frame smaller than the input is enlarged bilinearly).
+    the frame is shrunk (a frame smaller than the input is enlarged bilinearly). MEDIAPIPE: bilinear
+    on MediaPipe's sampling grid; TENSORFLOW: bilinear, placed as ``tf.image.resize_with_pad`` (below).
     """
 
     AUTO = "auto"
     LINEAR = "linear"
     AREA = "area"
+    # Bilinear as MediaPipe's ImageToTensorCalculator samples (image_to_tensor_converter_opencv.cc):
+    # cv::warpPerspective maps the region's corners onto the tensor's corners, so tensor pixel i
+    # samples the frame at i / scale (not (i + 0.5) / scale - 0.5 as cv::resize), and a letterbox
+    # keeps its exact fractional padding. Faces move by up to a tenth of their size without it.
+    MEDIAPIPE = "mediapipe"
+    # Bilinear as TensorFlow's tf.image.resize_with_pad places it (image_ops_impl.py): the content
+    # is floor(w / ratio) x floor(h / ratio), padded floor((size - w / ratio) / 2) before; a content
+    # one row taller (edgekit's rounding) moves MoveNet's less certain keypoints by several percent.
+    TENSORFLOW = "tensorflow"
 
 
 class BoxMapping(Choice):

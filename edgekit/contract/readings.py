@@ -20,7 +20,7 @@ import numpy as np
 
 from edgekit.contract.anchors import ANCHOR_PRESETS, AnchorSpec
 from edgekit.contract.enums import OutputFormat, Task
-from edgekit.contract.keypoints import PoseLayout, pose_layout
+from edgekit.contract.keypoints import PoseLayout, pose_layout, pose_layout_of
 from edgekit.contract.recognize import SSD_OP, _split_pair, task_of
 from edgekit.contract.segmentation import SegmentationLayout, segmentation_layout
 from edgekit.errors import ModelError
@@ -169,6 +169,9 @@ def candidates(outputs: Sequence[Any], metadata: Mapping[str, Any] | None = None
             out.append(yolo)
         if len(s) >= 1 and (int(np.prod(s)) == max(s) > 1 or (len(s) == 2 and s[0] == 1)) and not _integer_ids(o):
             out.append(Reading(OutputFormat.CLASSES, EXACT, f"one row of {int(np.prod(s))} class scores {list(s)}"))
+    if pose_layout_of(shapes) is PoseLayout.HAND and not any(_integer_ids(o) for o in outputs):
+        out.append(Reading(OutputFormat.KEYPOINTS, EXACT, "MediaPipe hand landmarks [1, 63] + presence [1, 1] + "
+                           "handedness [1, 1] + world [1, 63]"))
     if _split_pair(shapes) and not any(_integer_ids(o) for o in outputs):
         grid = max(max(s[1:]) for s in shapes) in _grid_rows(inputs)
         out.append(Reading(OutputFormat.YOLO, EXACT if grid else POSSIBLE,
@@ -213,7 +216,7 @@ def read_outputs(outputs: Sequence[Any], metadata: Mapping[str, Any] | None = No
         raise ModelError(f"cannot tell how to read this model's outputs {[_spec(o) for o in outputs]}: edgekit reads "
                          "SSD (boxes, classes, scores, count), raw YOLO ([1, 4+C, N] or [1, N, 5+C], float or "
                          "quantized), classification ([1, C]), segmentation ([1, H, W] class ids or [1, H, W, C] "
-                         "scores), MoveNet keypoints ([1, 1, K, 3], [1, P, 56]) and raw anchors "
+                         "scores), MoveNet keypoints ([1, 1, K, 3], [1, P, 56]), MediaPipe hand landmarks and raw anchors "
                          "([1, N, 4+2K] + [1, N, C]). Set \"output_format\" in its metadata: "
                          "`edgekit meta MODEL --output-format FORMAT`.")
     top = [r for r in fitting if r.strength == fitting[0].strength]
@@ -266,7 +269,11 @@ def implausible(fmt: OutputFormat, outputs: Sequence[np.ndarray], *, quantized: 
         if scores.size and (scores.min() < -0.01 or scores.max() > 1.01):
             return (f"its scores run from {scores.min():.3g} to {scores.max():.3g}, where a YOLO head's are "
                     "0..1 (after the sigmoid)")
-    if fmt is OutputFormat.KEYPOINTS and arrays:
+    if fmt is OutputFormat.KEYPOINTS and pose_layout_of([a.shape for a in arrays]) is PoseLayout.HAND:
+        presence = arrays[1].astype(np.float32)
+        if presence.min() < -0.01 or presence.max() > 1.01:
+            return f"its hand presence is {presence.min():.3g}, not a probability as MediaPipe's"
+    elif fmt is OutputFormat.KEYPOINTS and arrays:
         a = arrays[0].astype(np.float32)
         if a.ndim == 4:  # [1, 1, K, 3]: y, x, score
             yx, scores = a[..., :2], a[..., 2]

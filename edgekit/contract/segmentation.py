@@ -29,7 +29,7 @@ from edgekit.contract._mapping import PixelMapping, source_grid_indices
 from edgekit.errors import InputError, ModelError
 from edgekit.results.masks import ClassArea, SegmentationMask
 
-__all__ = ["SegmentationLayout", "ClassArea", "SegmentationMask", "segmentation_layout", "class_map_of",
+__all__ = ["SegmentationLayout", "ClassArea", "SegmentationMask", "segmentation_layout", "class_map_of", "bilinear_to_source",
            "resize_to_source", "decode_segmentation", "MIN_MAP_SIDE"]
 
 # A map narrower than this is not a per-pixel answer (a [1, 1, 17, 3] keypoint tensor is not a mask).
@@ -128,5 +128,37 @@ def decode_segmentation(output: np.ndarray, transform: PixelMapping, *, layout: 
         if layout is None:
             raise ModelError(f"a segmentation output is [1, H, W] class ids or [1, H, W, C] scores; got "
                              f"{a.dtype.name}{list(a.shape)}")
+    if layout is SegmentationLayout.FOREGROUND and np.issubdtype(a.dtype, np.floating):
+        # MediaPipe's TensorsToSegmentationCalculator resizes the scores to the frame (bilinear)
+        # and only then are they thresholded: smooth edges, where a nearest-cell map is blocky.
+        scores = bilinear_to_source(a.reshape(a.shape[1], a.shape[2]), transform)
+        small = class_map_of(scores[None], layout, threshold=threshold)
+        return SegmentationMask(small, tuple(labels or ()))
     small = class_map_of(a, layout, threshold=threshold)
     return SegmentationMask(resize_to_source(small, transform), tuple(labels or ()))
+
+
+def bilinear_to_source(scores: np.ndarray, transform: PixelMapping) -> np.ndarray:
+    """A (h, w) float map over the model input -> (H, W) over the source frame, bilinear between
+    cell centres (OpenCV's ``INTER_LINEAR`` convention: half-pixel centres, edges replicated).
+
+    Raises:
+        InputError: the map is not 2-D.
+    """
+    m = np.asarray(scores, dtype=np.float32)
+    if m.ndim != 2 or 0 in m.shape:
+        raise InputError(f"expected a 2-D map, got shape {m.shape}")
+    gh, gw = m.shape
+    w, h = transform.src_size
+    dw, dh = transform.dst_size
+
+    def axis(n: int, scale: float, pad: float, cells: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pos = ((np.arange(n, dtype=np.float64) + 0.5) * scale + pad) * cells / size - 0.5
+        pos = np.clip(pos, 0.0, cells - 1)
+        i0 = np.floor(pos).astype(np.int64)
+        return i0, np.minimum(i0 + 1, cells - 1), (pos - i0).astype(np.float32)
+
+    r0, r1, fr = axis(h, transform.scale_y, transform.pad_y, gh, dh)
+    c0, c1, fc = axis(w, transform.scale_x, transform.pad_x, gw, dw)
+    rows = m[r0] * (1 - fr)[:, None] + m[r1] * fr[:, None]
+    return rows[:, c0] * (1 - fc)[None, :] + rows[:, c1] * fc[None, :]

@@ -56,6 +56,7 @@ class Poses:
     boxes: np.ndarray | None = None
     names: tuple[str, ...] = COCO_KEYPOINTS
     skeleton: tuple[tuple[int, int], ...] = COCO_SKELETON
+    handedness: tuple[str, ...] | None = None  # hand models: "Left" or "Right", one a hand
 
     def __post_init__(self) -> None:
         kp = np.asarray(self.keypoints, dtype=np.float32)
@@ -100,5 +101,7 @@ class Poses:
             row: dict[str, Any] = {"score": round(p.score, 4), "keypoints": kps}
             if p.box is not None:
                 row["box"] = [round(v, ndigits) for v in p.box]
+            if self.handedness is not None:
+                row["handedness"] = self.handedness[len(out)]
             out.append(row)
         return out

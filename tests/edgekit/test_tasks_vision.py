@@ -12,6 +12,7 @@ import pytest
 from edgekit import Detector, PoseEstimator, Segmenter, SegmenterOptions, load_image, load_model
 from edgekit.contract.anchors import ANCHOR_PRESETS, decode_anchors
 from edgekit.errors import InputError, ModelError
+from edgekit.contract.preprocessing import preprocessing_for
 from edgekit.preprocess import ResizeMode, fit, to_input
 from edgekit.segment import Segmentation
 from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
@@ -27,10 +28,14 @@ def parrot(shared_images: Path) -> np.ndarray:
 
 
 def _raw(path: Path, image: np.ndarray, size: int) -> tuple[list[np.ndarray], object]:
-    """The model run by hand on the letterboxed image: its outputs (dequantized) and the transform."""
+    """The model run by hand on the letterboxed image, fed as its family's preset says (a [1, 1, 17, 3]
+    model is MoveNet's, 0..255 padded black; [1, 896, 16] + [1, 896, 1] MediaPipe's face detector's):
+    its outputs (dequantized) and the transform."""
     with load_model(path, isolate=False) as m:
-        resized, tf = fit(image, (size, size), ResizeMode.LETTERBOX)
-        m.input_view(0)[...] = to_input(resized, m.inputs[0])
+        pre = preprocessing_for(m, resize=ResizeMode.LETTERBOX)
+        resized, tf = fit(image, (size, size), ResizeMode.LETTERBOX, pad_value=pre.pad_value,
+                          interpolation=pre.interpolation)
+        m.input_view(0)[...] = to_input(resized, m.inputs[0], pre.normalization)
         m.invoke()
         return [m.output(i) for i in range(len(m.outputs))], tf
 
@@ -76,11 +81,11 @@ def test_regions_are_the_red_blobs(vision_models, parrot):
 
 
 def test_single_pose_keypoints_within_one_pixel(vision_models, parrot):
-    outputs, _ = _raw(vision_models.pose_single, parrot, 192)
+    outputs, tf = _raw(vision_models.pose_single, parrot, 192)
     yx = outputs[0][0, 0, :, :2].astype(np.float64)
     h, w = parrot.shape[:2]
-    side = max(h, w)  # MoveNet's documentation: keypoints normalized to the image padded to a square
-    ref = np.stack([yx[:, 1] * side - (side - w) / 2, yx[:, 0] * side - (side - h) / 2], axis=1)
+    # Keypoints are fractions of the padded input (tf.image.resize_with_pad's placement, the preset's)
+    ref = np.stack([(yx[:, 1] * 192 - tf.pad_x) / tf.scale_x, (yx[:, 0] * 192 - tf.pad_y) / tf.scale_y], axis=1)
     with PoseEstimator.create_from_model_path(vision_models.pose_single, threshold=0.0) as est:
         poses = est.estimate(parrot)
     assert len(poses) == 1

@@ -1,0 +1,210 @@
+"""How a model is fed, decided once at load, with where each setting came from.
+
+Each setting (resize, pad value, interpolation, mean/std, colour order, box mapping) is taken from
+the first of these that says it:
+
+1. the caller's option (``--resize``),
+2. the model's edgekit metadata (``edgekit meta``, ``edgekit convert``; Ultralytics' own metadata
+   is translated into it and says so),
+3. the file's TFLite Support metadata (NormalizationOptions: mean/std, for float inputs),
+4. the preset of the family the file's signature matches (:mod:`edgekit.contract.presets`),
+5. edgekit's convention (stretch for detectors, letterbox for pose and segmentation models, gray 114,
+   the input type's value convention, AUTO resampling): a guess, and :attr:`PreprocessingSpec.guessed`
+   says so::
+
+    pre = resolve_preprocessing(model.metadata, model.support, preset, float_input=True)
+    pre.resize, pre.sources["resize"]          # ResizeMode.LETTERBOX, Provenance.PRESET
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from edgekit.contract.enums import BoxMapping, Choice, ColorOrder, Interpolation, ResizeMode
+from edgekit.contract.presets import Preset
+from edgekit.contract.spec import LETTERBOX_PAD, Normalization
+from edgekit.errors import InputError, ModelError
+
+__all__ = ["Provenance", "PreprocessingSpec", "resolve_preprocessing", "SETTINGS"]
+
+SETTINGS = ("resize", "pad_value", "interpolation", "normalization", "color", "box_mapping")
+
+
+class Provenance(Choice):
+    """Where a preprocessing setting came from, strongest first."""
+
+    OPTION = "option"
+    EDGEKIT = "edgekit metadata"
+    ULTRALYTICS = "Ultralytics metadata"
+    TFLITE = "TFLite metadata"
+    PRESET = "preset"
+    CONVENTION = "convention"
+
+
+@dataclass(frozen=True)
+class PreprocessingSpec:
+    """The preprocessing a model is fed with, and for each setting (:data:`SETTINGS`) where it
+    came from. ``normalization`` None: the input type's convention (see
+    :func:`edgekit.preprocess.to_input`)."""
+
+    resize: ResizeMode = ResizeMode.STRETCH
+    pad_value: int = LETTERBOX_PAD
+    interpolation: Interpolation = Interpolation.AUTO
+    normalization: Normalization | None = None
+    box_mapping: BoxMapping = BoxMapping.EXACT
+    sources: Mapping[str, Provenance] = field(default_factory=dict)
+    preset: str | None = None
+    reference: str | None = None  # the preset's reference implementation
+
+    @property
+    def guessed(self) -> bool:
+        """True when nothing the model carries, and no preset, decided any setting."""
+        return all(self.sources.get(k, Provenance.CONVENTION) is Provenance.CONVENTION for k in SETTINGS)
+
+    def describe(self) -> str:
+        """One line: each setting and where it came from."""
+        n = self.normalization
+        values = {"resize": self.resize.value, "pad_value": str(self.pad_value),
+                  "interpolation": self.interpolation.value,
+                  "normalization": "the input type's convention" if n is None or n.mean is None
+                  else f"mean {_short(n.mean)} std {_short(n.std)}",
+                  "color": (n.color if n else ColorOrder.RGB).value, "box_mapping": self.box_mapping.value}
+        text = ", ".join(f"{k} {values[k]} ({self.sources.get(k, Provenance.CONVENTION).value})" for k in SETTINGS)
+        if self.preset:
+            text += f"; preset {self.preset}"
+        if self.guessed:
+            text += "; all guesses (no metadata, no preset): check with `edgekit meta MODEL --preset NAME` or " \
+                    "--mean/--std"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        n = self.normalization
+        return {"resize": self.resize.value, "pad_value": self.pad_value, "interpolation": self.interpolation.value,
+                "mean": list(n.mean) if n and n.mean else None, "std": list(n.std) if n and n.std else None,
+                "color": (n.color if n else ColorOrder.RGB).value, "box_mapping": self.box_mapping.value,
+                "preset": self.preset, "reference": self.reference, "guessed": self.guessed,
+                "sources": {k: self.sources.get(k, Provenance.CONVENTION).value for k in SETTINGS}}
+
+
+def _short(values: tuple[float, ...] | None) -> str:
+    vals = list(values or ())
+    return f"{vals[0]:g}" if vals and all(v == vals[0] for v in vals) else str([float(f"{v:g}") for v in vals])
+
+
+def resolve_preprocessing(metadata: Mapping[str, Any] | None, support: Any = None, preset: Preset | None = None, *,
+                          resize: ResizeMode | str | None = None, default_resize: ResizeMode = ResizeMode.STRETCH,
+                          float_input: bool = True) -> PreprocessingSpec:
+    """The :class:`PreprocessingSpec` of a model, each setting from the strongest of: the
+    ``resize`` option, the edgekit ``metadata``, the TFLite ``support`` metadata
+    (:class:`edgekit.runtimes.support_metadata.SupportMetadata`), the ``preset``, the convention.
+
+    The file's NormalizationOptions and a preset's value range apply to float inputs only: a
+    quantized input takes the pixels as they are, which its own quantization encodes (as the
+    TFLite Task Library feeds it).
+
+    Raises:
+        InputError: the ``resize`` option names no resize mode.
+        ModelError: the metadata holds a value that makes no sense.
+    """
+    meta = metadata or {}
+    pre = meta.get("preprocessing") if isinstance(meta.get("preprocessing"), Mapping) else {}
+    own = Provenance.ULTRALYTICS if _ultralytics(meta) else Provenance.EDGEKIT
+    sources: dict[str, Provenance] = {}
+
+    def pick(key: str, options: list[tuple[Any, Provenance]], default: Any) -> Any:
+        for value, where in options:
+            if value is not None:
+                sources[key] = where
+                return value
+        sources[key] = Provenance.CONVENTION
+        return default
+
+    have = preset is not None
+    chosen_resize = pick("resize", [(resize, Provenance.OPTION), (pre.get("resize"), own),
+                                    (preset.resize if have else None, Provenance.PRESET)], default_resize)
+    pad = pick("pad_value", [(pre.get("pad_value"), own), (preset.pad_value if have else None, Provenance.PRESET)],
+               LETTERBOX_PAD)
+    interp = pick("interpolation", [(pre.get("interpolation"), own),
+                                    (preset.interpolation if have else None, Provenance.PRESET)], Interpolation.AUTO)
+    boxes = pick("box_mapping", [(pre.get("box_mapping"), own)], BoxMapping.EXACT)
+    norm = _normalization(pre, own, support, preset, float_input, sources)
+    try:
+        spec = PreprocessingSpec(ResizeMode.parse(chosen_resize), _pad(pad), _enum(Interpolation, interp, "interpolation"),
+                                 norm, _enum(BoxMapping, boxes, "box_mapping"), sources,
+                                 preset.name if have else None, preset.reference if have else None)
+    except InputError:
+        if sources["resize"] is Provenance.OPTION:
+            raise
+        raise ModelError(f"the model's metadata has preprocessing.resize {chosen_resize!r}; edgekit reads "
+                         f"{', '.join(m.value for m in ResizeMode)}") from None
+    return spec
+
+
+def _normalization(pre: Mapping[str, Any], own: Provenance, support: Any, preset: Preset | None, float_input: bool,
+                   sources: dict[str, Provenance]) -> Normalization | None:
+    given = Normalization.from_metadata({"preprocessing": pre}) if pre else None
+    if given is not None:
+        sources["normalization"] = own if given.mean is not None else Provenance.CONVENTION
+        sources["color"] = own if "color" in pre else Provenance.CONVENTION
+        if given.mean is not None:
+            return given
+    color = given.color if given is not None else ColorOrder.RGB
+    sources.setdefault("color", Provenance.CONVENTION)
+    mean = getattr(support, "mean", None)
+    std = getattr(support, "std", None)
+    if float_input and mean and std:
+        sources["normalization"] = Provenance.TFLITE
+        return _norm(mean, std, color, "the file's TFLite metadata (NormalizationOptions)")
+    if float_input and preset is not None and preset.mean is not None:
+        sources["normalization"] = Provenance.PRESET
+        return Normalization((preset.mean,) * 3, (preset.std,) * 3, color)
+    sources["normalization"] = Provenance.CONVENTION
+    return given if given is not None and given.color is not ColorOrder.RGB else None
+
+
+def _norm(mean: tuple[float, ...], std: tuple[float, ...], color: ColorOrder, where: str) -> Normalization:
+    try:
+        return Normalization(tuple(mean), tuple(std), color)
+    except InputError as exc:
+        raise ModelError(f"{where} holds mean {list(mean)} and std {list(std)}: {exc}") from None
+
+
+def _pad(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 255 or value != int(value):
+        raise ModelError(f"the model's metadata has preprocessing.pad_value {value!r}; it is one pixel value, "
+                         "0..255 (0 black, 114 gray)")
+    return int(value)
+
+
+def _enum(kind: type[Choice], value: Any, key: str) -> Any:
+    return kind.from_metadata(value, f"preprocessing.{key}")
+
+
+def _ultralytics(meta: Mapping[str, Any]) -> bool:
+    src = meta.get("source")
+    return isinstance(src, Mapping) and "Ultralytics" in str(src.get("name", ""))
+
+
+def preprocessing_for(info: Any, *, resize: ResizeMode | str | None = None,
+                      default_resize: ResizeMode = ResizeMode.STRETCH) -> PreprocessingSpec:
+    """:func:`resolve_preprocessing` for a model described by ``info`` (a loaded
+    :class:`~edgekit.runtimes.model.Model` or a :class:`~edgekit.runtimes.tensors.ModelInfo`): its
+    metadata, its TFLite metadata, and the preset its signature matches.
+
+    Raises:
+        InputError: the ``resize`` option names no resize mode.
+        ModelError: the metadata holds a value that makes no sense.
+    """
+    import numpy as np
+
+    from edgekit.contract.presets import PRESETS, match_preset
+
+    info = getattr(info, "info", info)
+    meta = info.metadata or {}
+    pre = meta.get("preprocessing") if isinstance(meta.get("preprocessing"), Mapping) else {}
+    named = pre.get("preset")
+    preset = PRESETS.get(str(named)) if named else match_preset(info.inputs, info.outputs, tuple(info.ops or ()))
+    floating = len(info.inputs) == 1 and bool(np.issubdtype(np.dtype(info.inputs[0].dtype), np.floating))
+    return resolve_preprocessing(meta, getattr(info, "support", None), preset, resize=resize,
+                                 default_resize=default_resize, float_input=floating)
