@@ -14,6 +14,7 @@ Anything that fails verification is deleted and reported; the serving model runs
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import random
@@ -88,6 +89,8 @@ class FleetFollower:
         self._actions: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._wake, self._stop = threading.Event(), threading.Event()
         self._notified = False
+        self._wanted = 0  # the highest serial a notification announced; fetched unconditionally until held
+        self._behind_wait = 1.0  # seconds before the next unconditional fetch while behind (doubles)
         self._thread: threading.Thread | None = None
         self._started = time.monotonic()
         self._frames, self._fps_mark = 0, (time.monotonic(), 0)
@@ -138,9 +141,27 @@ class FleetFollower:
         return self
 
     def notify(self, payload: bytes = b"") -> None:
-        """A release notification arrived: check the channel soon (after a short random spread)."""
+        """A release notification arrived: check the channel soon (after a short random spread).
+
+        The serial it carries (``{"serial": N, ...}``, what ``edgekit release --mqtt`` sends) is
+        honoured: until this device holds a channel with serial >= N it fetches without conditions
+        (no If-None-Match / If-Modified-Since), retrying with a growing pause (1 s doubling, at most
+        the poll interval) while the server still answers with an older channel. The notification
+        is not signed, so it only makes the device look sooner; what it installs is what the
+        signed channel says."""
+        try:
+            serial = json.loads(payload.decode("utf-8")).get("serial") if payload else None
+        except (UnicodeDecodeError, ValueError, AttributeError):
+            serial = None
+        if isinstance(serial, int) and not isinstance(serial, bool) and serial > self._wanted:
+            self._wanted, self._behind_wait = serial, 1.0
         self._notified = True
         self._wake.set()
+
+    @property
+    def behind(self) -> bool:
+        """True while a notification announced a newer channel than this device holds."""
+        return self.state.serial < self._wanted
 
     def close(self) -> None:
         """Stop following and record a clean stop (a trial goes on at the next start). Safe twice."""
@@ -173,6 +194,9 @@ class FleetFollower:
                 self._notified = False
                 self.sync()
                 next_poll = time.monotonic() + s.poll_seconds * random.uniform(1 - s.jitter, 1 + s.jitter)
+                if self.behind:  # the server still serves an older channel than announced: look again soon
+                    next_poll = min(next_poll, time.monotonic() + self._behind_wait)
+                    self._behind_wait = min(2 * self._behind_wait, s.poll_seconds)
             self.publish_status()
 
     # --- what the serving loop reports ----------------------------------------------------
@@ -247,8 +271,9 @@ class FleetFollower:
             return outcome
 
     def _sync(self) -> Outcome:
-        got = fetch(self.s.channel, cap=MAX_DOCUMENT_BYTES, etag=self._etag, last_modified=self._modified,
-                    timeout=self.s.timeout)
+        behind = self.behind  # announced newer than held: no conditional GET can be trusted to say so
+        got = fetch(self.s.channel, cap=MAX_DOCUMENT_BYTES, etag=None if behind else self._etag,
+                    last_modified=None if behind else self._modified, timeout=self.s.timeout)
         self.downloaded += got.received
         if got.data is None and self.channel is not None and self.phase is not Phase.FAILED:
             return Outcome.UNCHANGED
