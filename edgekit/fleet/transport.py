@@ -112,7 +112,9 @@ def fetch(url: str, *, cap: int, etag: str | None = None, last_modified: str | N
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as resp:
             data = resp.read(cap + 1)
             if len(data) > cap:
-                raise TooLarge(f"{url} is larger than {cap} bytes")
+                too = TooLarge(f"{url} is larger than {cap} bytes")
+                too.received = len(data)  # type: ignore[attr-defined]  # refused, but it came over the wire
+                raise too
             modified = trusted_last_modified(resp.headers.get("Last-Modified"), resp.headers.get("Date"))
             return Fetched(data, resp.headers.get("ETag"), modified, len(data))
     except urllib.error.HTTPError as exc:

@@ -20,14 +20,17 @@ import pytest
 from edgekit.fleet.follower import Outcome
 from edgekit.fleet.release import write_release
 from edgekit.fleet.transport import fetch, trusted_last_modified
-from tests.edgekit.fleet.conftest import Device, Kit
+from tests.edgekit.fleet.conftest import Device, Kit, wait_until
 
 
 @pytest.fixture()
 def plain_server(kit: Kit) -> Iterator[str]:
     """Python's own static server over the kit's folder (Last-Modified to the second, no ETag)."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(kit.www))
-    handler.log_message = lambda *a: None  # type: ignore[method-assign]
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(kit.www))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -81,15 +84,15 @@ def test_a_notified_serial_is_fetched_without_conditions_until_it_arrives(kit: K
     settings = replace(kit.settings("notified", poll_seconds=3600.0), channel=f"{plain_server}/notified/channel.json")
     d = Device("notified-dev", tmp_path / "dev", settings, kit.images).start()
     try:
-        assert d.follower._modified is not None  # the first fetch's Last-Modified was trusted
+        assert d.follower.reader.modified is not None  # the first fetch's Last-Modified was trusted
         channel = write_release(kit.model, 2, folder, kit.key).channel
         os.utime(folder / "channel.json", (past, past))
         assert d.follower.sync() is Outcome.UNCHANGED  # without the serial, the 304 wins
         d.follower.notify(b"not json")  # a notification without a serial only wakes it
         assert not d.follower.behind and d.follower.sync() is Outcome.UNCHANGED
         d.follower.notify(json.dumps({"channel": "notified", "serial": channel.serial}).encode())
-        assert d.follower.behind
-        assert d.follower.sync() is Outcome.INSTALLED
+        assert d.follower.behind  # the follower's own thread, woken, fetches it now
+        wait_until(lambda: d.serving == 2, what="the notified version to serve")
         assert not d.follower.behind and d.follower.state.serial == channel.serial
     finally:
         d.stop()
