@@ -26,12 +26,14 @@ from typing import Any, Callable, Mapping
 from edgekit.errors import ModelError
 from edgekit.fleet.health import Health, HealthTracker, HealthVerdict
 from edgekit.fleet.keys import SignatureError, parse_public_key
-from edgekit.fleet.manifest import MAX_DOCUMENT_BYTES, Channel, FileEntry, ManifestError, ReleaseManifest, selected
+from edgekit.fleet.manifest import Channel, ManifestError, ReleaseManifest, selected
 from edgekit.fleet.settings import FleetSettings, Trust
 from edgekit.fleet.state import FollowerState, Outcome, Phase, Trial
 from edgekit.fleet.status import DeviceStatus
-from edgekit.fleet.transport import TooLarge, TransferError, fetch, join_url
-from edgekit.fleet.verify import VerificationError, download_verified, local_problem
+from edgekit.fleet.poll import ChannelReader
+from edgekit.fleet.staging import BAD_BYTES, Staging
+from edgekit.fleet.transport import TooLarge, TransferError
+from edgekit.fleet.verify import VerificationError, local_problem
 from edgekit.inspect.events import EventKind
 from edgekit.inspect.modelwatch import find_versions
 from edgekit.sinks.durable import fsync_dir
@@ -79,19 +81,22 @@ class FleetFollower:
         self.pending: int | None = None
         self.phase = Phase.STARTING
         self.last_error: str | None = None
-        self.downloaded = 0  # bytes received from the channel's server since start
+        self.staging = Staging(self.root, settings.channel, self.key, timeout=settings.timeout,
+                               max_bytes=settings.max_download_bytes, stop=threading.Event(), isolate=isolate)
+        self.selftest: dict[str, Any] | None = None  # the last golden self-test's cases and result
         self.channel: Channel | None = None
-        self._etag: str | None = None
-        self._modified: str | None = None
+        self.reader = ChannelReader(settings.channel, self.key, self.staging, settings.timeout)
         self._failures: dict[tuple[int, int], int] = {}  # (serial, version) -> failed attempts
         self._lock = threading.RLock()  # one sync or rollback at a time
         self._state_lock = threading.Lock()
         self._actions: queue.Queue[tuple[Any, ...]] = queue.Queue()
-        self._wake, self._stop = threading.Event(), threading.Event()
+        self._wake, self._stop = threading.Event(), self.staging.stop
         self._notified = False
         self._thread: threading.Thread | None = None
         self._started = time.monotonic()
         self._frames, self._fps_mark = 0, (time.monotonic(), 0)
+        self._held: int | None = None  # a tested version in .staging-<v>, waiting for the baseline
+        self._held_manifest: ReleaseManifest | None = None  # (and its manifest)
 
     # --- start and stop ------------------------------------------------------------------
     def recover(self) -> None:
@@ -99,11 +104,12 @@ class FleetFollower:
         not survive, and remove version folders whose files do not match their signed manifest."""
         with self._lock:
             st = self.state
-            if st.running and st.trial is not None:
-                t = st.trial
+            t = st.trial
+            if st.running and t is not None and t.phase != "held":  # "held": tested, never served
                 self._reject(t.version, f"the process ended during the {t.phase} of version {t.version} "
                                         "(an interpreter crash?)")
-            elif st.trial is not None and st.trial.phase == "selftest":
+            elif t is not None:  # a clean stop before or during its trial: it starts over, on a new baseline
+                self.staging.unplace(t.version)
                 st.trial = None
             st.running = True
             self._save()
@@ -139,9 +145,19 @@ class FleetFollower:
         return self
 
     def notify(self, payload: bytes = b"") -> None:
-        """A release notification arrived: check the channel soon (after a short random spread)."""
+        """A release notification arrived: check the channel soon (after a short random spread).
+
+        The serial it carries is honoured: until this device holds a channel with that serial it
+        fetches without conditions, looking again after 1, 2, 4 ... s (at most the poll interval)
+        while the server still answers with an older channel (:mod:`edgekit.fleet.poll`)."""
+        self.reader.announce(payload)
         self._notified = True
         self._wake.set()
+
+    @property
+    def behind(self) -> bool:
+        """True while a notification announced a newer channel than this device holds."""
+        return self.reader.behind(self.state.serial)
 
     def close(self) -> None:
         """Stop following and record a clean stop (a trial goes on at the next start). Safe twice."""
@@ -174,6 +190,8 @@ class FleetFollower:
                 self._notified = False
                 self.sync()
                 next_poll = time.monotonic() + s.poll_seconds * random.uniform(1 - s.jitter, 1 + s.jitter)
+                if self.behind:  # the server still serves an older channel than announced: look again soon
+                    next_poll = min(next_poll, time.monotonic() + self.reader.next_retry(s.poll_seconds))
             self.publish_status()
 
     # --- what the serving loop reports ----------------------------------------------------
@@ -204,6 +222,8 @@ class FleetFollower:
         if verdict is not None:
             self._actions.put(("verdict", verdict))
             self._wake.set()
+        elif self._held is not None and self.health.baseline_ready:
+            self._wake.set()
 
     def process(self) -> None:
         """Act on health verdicts and refusals reported since the last call (the follower's thread
@@ -212,12 +232,15 @@ class FleetFollower:
             try:
                 action = self._actions.get_nowait()
             except queue.Empty:
-                return
+                break
             with self._lock:
                 if action[0] == "reject":
                     self._reject(action[1], action[2])
                 elif action[0] == "verdict":
                     self._judged(action[1])
+        if self._held is not None:
+            with self._lock:
+                self._place_held()
 
     def _judged(self, v: HealthVerdict) -> None:
         details = {"trial": v.trial.to_dict(), "baseline": v.baseline.to_dict()}
@@ -247,40 +270,25 @@ class FleetFollower:
             return outcome
 
     def _sync(self) -> Outcome:
-        got = fetch(self.s.channel, cap=MAX_DOCUMENT_BYTES, etag=self._etag, last_modified=self._modified,
-                    timeout=self.s.timeout)
-        self.downloaded += got.received
-        if got.data is None and self.channel is not None and self.phase is not Phase.FAILED:
+        channel = self.reader.read(self.state.serial)
+        if channel is None and self.channel is not None and self.phase is not Phase.FAILED:
             return Outcome.UNCHANGED
-        if got.data is not None:
-            self.channel = self._verified_channel(got.data)
-            self._etag, self._modified = got.etag, got.last_modified  # only once it verified
+        if channel is not None:
+            self.channel = channel
+            if channel.serial > self.state.serial:
+                self.state.serial = channel.serial
+                self._save()
         if self.channel is None:
             return Outcome.UNCHANGED
         return self._follow(self.channel)
-
-    def _signature(self, url: str) -> bytes:
-        got = fetch(url, cap=4096, timeout=self.s.timeout)
-        self.downloaded += got.received
-        return got.data or b""
-
-    def _verified_channel(self, data: bytes) -> Channel:
-        if self.key is not None:
-            self.key.verify(self._signature(self.s.channel + ".sig"), data, "channel.json")
-        channel = Channel.parse(data)
-        if channel.serial < self.state.serial:
-            raise SignatureError(f"channel.json serial {channel.serial} is older than {self.state.serial} seen "
-                                 "before; a replayed old channel is refused")
-        if channel.serial > self.state.serial:
-            self.state.serial = channel.serial
-            self._save()
-        return channel
 
     def _follow(self, channel: Channel) -> Outcome:
         target, installed = channel.version, find_versions(self.root)
         if channel.halted:
             if target in installed:
                 self._reject(target, "halted by the release (edgekit release --halt)")
+            elif self._held == target:
+                self._drop_held()
             return Outcome.HALTED
         want: int | None = target if selected(self.device, channel.rollout) else None
         if want is None and not installed:  # a new device outside the rollout: the release before
@@ -292,26 +300,23 @@ class FleetFollower:
             return Outcome.REJECTED
         if want in installed or (installed and want < max(installed)):
             return Outcome.UP_TO_DATE
+        if self._held is not None and self._held != want:
+            self._drop_held()  # the channel moved on while that version waited for its baseline
+        if self._held == want:
+            return Outcome.INSTALLED if self._place_held() else Outcome.HELD
         if self._failures.get((channel.serial, want), 0) >= 3:
             return Outcome.FAILED  # given up until the channel changes
         self._install(channel, want)
-        return Outcome.INSTALLED
+        return Outcome.INSTALLED if self._place_held() else Outcome.HELD
 
     def _install(self, channel: Channel, version: int) -> None:
-        entry = channel.releases[version]
-        stage = self.root / f".staging-{version}"
-        stage.mkdir(exist_ok=True)
         self.pending, self.phase = version, Phase.DOWNLOADING
         self.publish_status()
         try:
-            manifest = self._fetch_manifest(channel, version, entry.manifest, stage)
-            folder = join_url(self.s.channel, entry.folder + "/")
-            for f in manifest.files:
-                self._download_verified(join_url(folder, f.path), f, stage / f.path)
-        except (TooLarge, SignatureError, ManifestError, VerificationError):
-            # bad bytes: deleted, and after three such tries not fetched again until the channel changes
+            manifest = self.staging.fetch(channel, version)
+        except (*BAD_BYTES, SignatureError):
+            # bad bytes (deleted): after three such tries not fetched again until the channel changes
             self._failures[(channel.serial, version)] = self._failures.get((channel.serial, version), 0) + 1
-            shutil.rmtree(stage, ignore_errors=True)
             raise
         # a broken transfer (TransferError) keeps what arrived: every later sync resumes it
         with self._state_lock:
@@ -319,53 +324,54 @@ class FleetFollower:
         self._save()
         self.phase = Phase.TESTING
         try:
-            self._self_test(stage)
+            self.selftest = self.staging.self_test(version)
         except ModelError as exc:
-            shutil.rmtree(stage, ignore_errors=True)
+            self.staging.drop(version)
+            self.selftest = {"cases": 0, "passed": False, "reason": str(exc)}
             self._reject(version, f"golden self-test failed: {exc}", action="refused")
             raise
-        stage.rename(self.root / str(version))  # appears whole, verified and tested, or not at all
-        fsync_dir(self.root)
         with self._state_lock:
             if self.state.trial is not None:
-                self.state.trial.phase = "installed"
-                if self.state.trial.previous is None:
-                    self.state.trial = None  # a first version: nothing to compare with or return to
+                self.state.trial.phase = "held"
         self._save()
-        self.phase = Phase.INSTALLED
-        self._emit("installed", version=version, previous=self.serving, files=len(manifest.files),
-                   bytes=manifest.total_size)
+        self._held, self._held_manifest = version, manifest
+        self.phase = Phase.BASELINE
+
+    def _place_held(self) -> bool:
+        """Rename the held version into the folder (the watcher then switches to it) once it can be
+        judged: on a first install at once (nothing to compare with or return to), else only when
+        the cell has reported the version it serves and that version has a full baseline of frames.
+        Returns whether it was placed."""
+        version, manifest = self._held, self._held_manifest
+        if version is None or manifest is None:
+            return False
+        installed = find_versions(self.root)
+        if installed and (self.serving is None or not self.health.baseline_ready):
+            if self.phase is not Phase.BASELINE:
+                self.phase = Phase.BASELINE
+                self.publish_status()
+            return False
+        previous = self.serving if installed else None
+        self.staging.place(version)
+        self._held = self._held_manifest = None
+        with self._state_lock:  # a first version has nothing to compare with or return to: no trial
+            self.state.trial = Trial(version, previous, "installed") if previous is not None else None
+        self._save()
+        self.phase, self.pending = Phase.INSTALLED, None
+        self._emit("installed", version=version, previous=previous, files=len(manifest.files),
+                   bytes=manifest.total_size, baseline=self.health.baseline_frames if previous else 0,
+                   selftest=self.selftest)
         self._prune()
+        return True
 
-    def _fetch_manifest(self, channel: Channel, version: int, entry: FileEntry, stage: Path) -> ReleaseManifest:
-        path = stage / "manifest.json"
-        self._download_verified(join_url(self.s.channel, entry.path), entry, path)
-        data = path.read_bytes()
-        if self.key is not None:
-            sig = self._signature(join_url(self.s.channel, entry.path + ".sig"))
-            self.key.verify(sig, data, f"version {version} manifest.json")
-            (stage / "manifest.json.sig").write_bytes(sig)
-        manifest = ReleaseManifest.parse(data, f"version {version} manifest.json")
-        if manifest.version != version or manifest.channel != channel.name:
-            raise VerificationError(f"version {version}'s manifest describes {manifest.channel}/{manifest.version}")
-        if manifest.total_size > self.s.max_download_bytes:
-            raise VerificationError(f"version {version} has {manifest.total_size} bytes, more than the "
-                                    f"{self.s.max_download_bytes} this device accepts ([fleet] max_download_mb)")
-        return manifest
-
-    def _download_verified(self, url: str, entry: FileEntry, dest: Path) -> None:
-        try:
-            self.downloaded += download_verified(url, entry, dest, timeout=self.s.timeout, stop=self._stop)
-        except TransferError as exc:
-            self.downloaded += getattr(exc, "received", 0)
-            raise
-
-    def _self_test(self, folder: Path) -> None:
-        from edgekit.inspect.selftest import golden_inputs, self_test
-        from edgekit.runtimes import load_model
-
-        with load_model(folder / "model.tflite", isolate=self.isolate) as model:
-            self_test(model, folder, golden_inputs(folder))
+    def _drop_held(self) -> None:
+        if self._held is not None:
+            self.staging.drop(self._held)
+            with self._state_lock:
+                if self.state.trial is not None and self.state.trial.version == self._held:
+                    self.state.trial = None
+            self._save()
+            self._held = self._held_manifest = self.pending = None
 
     def vet(self, folder: Path) -> str | None:
         """Why the serving loop must not load this version folder (its files differ from the signed
@@ -421,6 +427,11 @@ class FleetFollower:
     def _save(self) -> None:
         with self._state_lock:
             self.state.save(self._state_path)
+
+    @property
+    def downloaded(self) -> int:
+        """Bytes received from the channel's server since start (refused downloads included)."""
+        return self.staging.received
 
     def status(self) -> DeviceStatus:
         now, (t0, f0) = time.monotonic(), self._fps_mark

@@ -106,6 +106,18 @@ class HealthTracker:
     def on_trial(self) -> int | None:
         return self._trial
 
+    @property
+    def baseline_frames(self) -> int:
+        """Frames of the serving version remembered (what a trial starting now is compared with)."""
+        return len(self._recent)
+
+    @property
+    def baseline_ready(self) -> bool:
+        """Whether the serving version has served the full ``baseline`` of frames: a new version is
+        placed only then (a restarted device collects them first), so no trial is judged against a
+        short or empty baseline."""
+        return len(self._recent) >= self.t.baseline
+
     def observe(self, score: float | None, failed: bool | None, error: bool = False) -> HealthVerdict | None:
         """One frame's outcome; returns the verdict on the version on trial once it is decided."""
         with self._lock:
@@ -127,8 +139,11 @@ class HealthTracker:
         t = self.t
         if trial.errors > t.max_errors:
             return f"{trial.errors} inference errors in {trial.frames} frames (allowed {t.max_errors})"
-        if trial.frames < t.window or base.frames < min(t.window, 30):
-            return None  # decided on a full window against a baseline worth the name
+        if trial.frames < t.window:
+            return None  # decided on a full window
+        if base.frames < t.baseline:
+            return (f"the baseline holds {base.frames} frames of the version before, fewer than the "
+                    f"{t.baseline} a comparison needs; the trial cannot clear it")
         if trial.fail_rate is not None and base.fail_rate is not None \
                 and trial.fail_rate - base.fail_rate > t.max_fail_rate_increase:
             return (f"FAIL rate {base.fail_rate:.1%} -> {trial.fail_rate:.1%} "

@@ -18,6 +18,7 @@ class Phase(str, enum.Enum):
     SERVING = "serving"
     DOWNLOADING = "downloading"
     TESTING = "testing"
+    BASELINE = "baseline"  # verified and self-tested, held until the serving version has a full baseline
     INSTALLED = "installed"  # in the folder, waiting for the serving loop to switch
     TRIAL = "trial"
     ROLLED_BACK = "rolled_back"
@@ -30,6 +31,7 @@ class Outcome(str, enum.Enum):
     UP_TO_DATE = "up_to_date"
     NOT_SELECTED = "not_selected"
     INSTALLED = "installed"
+    HELD = "held"  # verified and self-tested; placed once the serving version has a full baseline
     HALTED = "halted"
     REJECTED = "rejected"  # this version was rolled back or refused here before
     FAILED = "failed"
@@ -41,7 +43,9 @@ class Trial:
 
     version: int
     previous: int | None
-    phase: str  # "selftest": loading it for the golden self-test; "installed": in the folder; "trial": serving
+    # "selftest": loading it for the golden self-test; "held": tested, in staging while the serving version
+    # collects its baseline; "installed": in the folder; "trial": serving
+    phase: str
 
 
 @dataclass

@@ -7,6 +7,7 @@ nothing edgekit-specific runs on the server.
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import threading
 import urllib.error
@@ -32,12 +33,34 @@ class TooLarge(TransferError):
 
 @dataclass(frozen=True)
 class Fetched:
-    """A small document, or ``data=None`` when the server said it had not changed (304)."""
+    """A small document, or ``data=None`` when the server said it had not changed (304).
+
+    ``last_modified`` is kept only when it can be trusted for the next conditional GET: servers
+    give it to the second, so a document rewritten within the second it was fetched in keeps the
+    same Last-Modified, and an If-Modified-Since with it would be answered 304 for the new one.
+    It is trusted only when the server's clock (its Date) had moved past that second when it
+    answered; an ETag, where the server gives one, is always preferred."""
 
     data: bytes | None
     etag: str | None
     last_modified: str | None
     received: int  # bytes that came over the wire
+
+
+def _http_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def trusted_last_modified(last_modified: str | None, date: str | None) -> str | None:
+    """`last_modified` when the answer's Date lies in a later second (a later rewrite then gets a
+    later Last-Modified), else None: the next GET goes out unconditional."""
+    lm, now = _http_time(last_modified), _http_time(date)
+    return last_modified if lm is not None and now is not None and now >= lm + 1 else None
 
 
 def url_kind(url: str) -> str:
@@ -83,14 +106,17 @@ def fetch(url: str, *, cap: int, etag: str | None = None, last_modified: str | N
     headers = {"Cache-Control": "no-cache"}
     if etag:
         headers["If-None-Match"] = etag
-    if last_modified:
+    elif last_modified:  # an ETag decides alone (RFC 9110 13.1.3): a Last-Modified is only to the second
         headers["If-Modified-Since"] = last_modified
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as resp:
             data = resp.read(cap + 1)
             if len(data) > cap:
-                raise TooLarge(f"{url} is larger than {cap} bytes")
-            return Fetched(data, resp.headers.get("ETag"), resp.headers.get("Last-Modified"), len(data))
+                too = TooLarge(f"{url} is larger than {cap} bytes")
+                too.received = len(data)  # type: ignore[attr-defined]  # refused, but it came over the wire
+                raise too
+            modified = trusted_last_modified(resp.headers.get("Last-Modified"), resp.headers.get("Date"))
+            return Fetched(data, resp.headers.get("ETag"), modified, len(data))
     except urllib.error.HTTPError as exc:
         if exc.code == 304:
             return Fetched(None, etag, last_modified, 0)

@@ -51,8 +51,10 @@ def download_verified(url: str, entry: FileEntry, dest: Path, *, timeout: float,
     digest = sha256_file(part)
     if digest != entry.sha256:
         part.unlink()
-        raise VerificationError(f"{entry.path}: SHA-256 {digest[:16]}... differs from the signed manifest's "
+        bad = VerificationError(f"{entry.path}: SHA-256 {digest[:16]}... differs from the signed manifest's "
                                 f"{entry.sha256[:16]}... (tampered or corrupt); deleted")
+        bad.received = max(0, after - before if after >= before else after)  # type: ignore[attr-defined]
+        raise bad
     part.rename(dest)
     return max(0, received)
 

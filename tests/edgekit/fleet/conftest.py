@@ -169,6 +169,13 @@ class Device:
             i += 1
             self.follower.observe(score, failed=score < 0.1)
 
+    def sync(self, timeout: float = 20.0) -> Any:
+        """The follower's sync once the serving version has its full baseline (a version is held
+        until then), so an installation shows in the outcome."""
+        if self.serving is not None:
+            wait_until(lambda: self.follower.health.baseline_ready, timeout, "the baseline frames")
+        return self.follower.sync()
+
     @property
     def serving(self) -> int | None:
         return self.watcher.current.version if self.watcher is not None and self.watcher.current else None

@@ -61,7 +61,7 @@ def test_a_tampered_model_is_deleted_and_reported_and_the_old_one_serves(kit: Ki
         assert d.follower.sync() is Outcome.FAILED  # ...but after three bad copies the device waits
         assert d.follower.downloaded == before  # for a new channel: not a byte fetched
         set_rollout(folder, 2, kit.key, rollout=1.0)  # any release command writes one
-        assert d.follower.sync() is Outcome.INSTALLED
+        assert d.sync() is Outcome.INSTALLED
         wait_until(lambda: d.serving == 2, what="version 2 to serve")
     finally:
         d.stop()
@@ -97,7 +97,7 @@ def test_a_truncated_download_is_resumed_where_it_broke_off(kit: Kit, tmp_path: 
         assert "truncated" in (d.follower.last_error or "")
         part = d.model_dir / ".staging-2" / "model.tflite.part"
         assert 0 < part.stat().st_size < size and d.serving == 1
-        assert d.follower.sync() is Outcome.INSTALLED
+        assert d.sync() is Outcome.INSTALLED
         transferred = d.follower.downloaded - before
         assert size < transferred < size * 1.2  # the second request asked only for the rest
         wait_until(lambda: d.serving == 2, what="version 2 to serve")
@@ -161,7 +161,7 @@ def test_a_server_that_dies_mid_download_is_resumed_after_it_returns(kit: Kit, t
         have = _partial(d.model_dir)
         assert 0 < have < size
         slow.start(rate=None)
-        assert d.follower.sync() is Outcome.INSTALLED
+        assert d.sync() is Outcome.INSTALLED
         assert d.follower.downloaded - before < size * 1.2  # resumed, not started over
         wait_until(lambda: d.serving == 2, what="version 2 to serve")
     finally:
@@ -203,7 +203,7 @@ def test_a_device_killed_mid_download_comes_back_on_a_consistent_version(kit: Ki
     try:
         assert again.serving == 1
         had = _partial(home / "models")
-        assert again.follower.sync() is Outcome.INSTALLED
+        assert again.sync() is Outcome.INSTALLED
         total = sum(p.stat().st_size for p in (slow.folder / "versions" / "2").rglob("*") if p.is_file())
         assert again.follower.downloaded < total - had + 5_000  # the rest, not all of it again
         wait_until(lambda: again.serving == 2, what="the resumed version 2 to serve")
@@ -215,7 +215,7 @@ def test_a_device_killed_mid_download_comes_back_on_a_consistent_version(kit: Ki
 def test_a_device_that_died_during_a_trial_comes_back_on_the_previous_version(kit: Kit, tmp_path: Path) -> None:
     folder, d = device_on_version_1(kit, tmp_path, "trialcrash")
     write_release(kit.model, 2, folder, kit.key, golden=kit.golden)
-    assert d.follower.sync() is Outcome.INSTALLED
+    assert d.sync() is Outcome.INSTALLED
     wait_until(lambda: d.serving == 2 and d.follower.phase.value == "trial", what="version 2 on trial")
     d.stop(clean=False)  # what a segfault in the interpreter leaves behind
     again = Device("trialcrash-dev", d.home, d.follower.s, kit.images).start()
@@ -280,10 +280,10 @@ def test_a_device_that_died_in_the_self_test_never_loads_that_version_again(kit:
     folder, d = device_on_version_1(kit, tmp_path, "stcrash")
     write_release(kit.model, 2, folder, kit.key, golden=kit.golden)
 
-    def dies(folder: Path) -> None:  # the interpreter takes the process down while loading version 2
+    def dies(version: int) -> None:  # the interpreter takes the process down while loading version 2
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(d.follower, "_self_test", dies)
+    monkeypatch.setattr(d.follower.staging, "self_test", dies)
     with pytest.raises(KeyboardInterrupt):
         d.follower.sync()
     assert (d.model_dir / ".staging-2" / "model.tflite").is_file()
@@ -310,7 +310,7 @@ def test_downloads_are_capped_by_the_signed_manifest_and_the_device(kit: Kit, tm
                 f.write(b"\0" * 4_000_000)
             message = f"more than the {size} bytes its manifest allows"
         else:
-            d.follower.s = replace(d.follower.s, max_download_bytes=size // 2)
+            d.follower.staging.max_bytes = size // 2  # [fleet] max_download_mb
             message = "more than the"
         before = d.follower.downloaded
         assert d.follower.sync() is Outcome.FAILED

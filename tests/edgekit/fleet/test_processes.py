@@ -40,7 +40,7 @@ def test_inspect_processes_follow_a_release_and_the_status_table_tells(
         home = tmp_path / f"cell-{i}"
         home.mkdir()
         (home / "inspection.toml").write_text(kit.cell_toml(
-            f"cell-{i}", video, "procs", broker.port, shared_models / "coco_labels.txt", fleet="poll_seconds = 3600",
+            f"cell-{i}", video, "procs", broker.port, shared_models / "coco_labels.txt", fleet="poll_seconds = 3600\nhealth_baseline = 20",
             tail='[[rules]]\nlabel = "kite"\nmin = 1\n'))
         procs[f"cell-{i}"] = subprocess.Popen(
             [sys.executable, "-m", "edgekit", "inspect", "-c", str(home / "inspection.toml"), "-q"], cwd=home,

@@ -118,7 +118,7 @@ def test_an_inspection_cell_follows_a_channel(kit: Kit, broker: Broker, tmp_path
     port = free_port()
     cfg = tmp_path / "inspection.toml"
     cfg.write_text(kit.cell_toml("cell-9", video, "cell", broker.port, shared_models / "coco_labels.txt",
-                                 fleet="poll_seconds = 0.3\nhealth_window = 10",
+                                 fleet="poll_seconds = 0.3\nhealth_window = 10\nhealth_baseline = 10",
                                  tail=f'[metrics]\nport = {port}\n[sinks.jsonl]\ndirectory = "events"\n'))
     seen: list[tuple[str, bytes]] = []
     listener = listen(broker, "edgekit/cell-9/fleet", seen)
