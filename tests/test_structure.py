@@ -287,3 +287,10 @@ def test_the_device_side_imports_no_tensorflow() -> None:
                 v = parent[v]
             indirect[start] = " <- ".join(chain)
     assert not indirect, f"device-side modules reaching TensorFlow through our own imports: {indirect}"
+
+
+def test_the_inspection_package_lists_what_it_hands_on() -> None:
+    """edgekit.inspect's __all__ is written out for the tools; it names exactly what __getattr__ serves."""
+    import edgekit.inspect as inspect_package
+
+    assert inspect_package.__all__ == sorted(inspect_package._WHERE)

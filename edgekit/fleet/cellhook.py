@@ -6,7 +6,7 @@ The fleet plugs into the cell through entry points (``edgekit.cell_sections``:
 :func:`open_follower` is what :class:`edgekit.inspect.Cell` calls before it opens its versioned
 model folder: the follower recovers from an interrupted update, waits for a first version on a
 new device, then follows the channel in the background; the cell hands it the model watcher's
-events and each judged frame (a :class:`~edgekit.inspect.stage.FrameOutcome`, read by
+events and each judged frame (a :class:`~edgekit.inspect.stage.JudgedFrame`, read by
 :func:`frame_health`) for the health check on a new version.
 """
 
@@ -22,7 +22,7 @@ from edgekit.inspect.config import InspectionConfig
 from edgekit.inspect.events import EventEmitter, EventKind
 from edgekit.inspect.inspector import Decision
 from edgekit.inspect.parts import PartVerdict
-from edgekit.inspect.stage import FrameOutcome
+from edgekit.inspect.stage import JudgedFrame
 from edgekit.results import Detections, FrameResult
 
 __all__ = ["open_follower", "open_stage", "frame_health", "FollowerStage"]
@@ -34,7 +34,7 @@ class FollowerStage:
     def __init__(self, follower: FleetFollower) -> None:
         self.follower = follower
 
-    def observe(self, frame: FrameOutcome) -> None:
+    def observe(self, frame: JudgedFrame) -> None:
         self.follower.observe(*frame_health(frame.result, frame.decisions, frame.parts))
 
     def vet(self, folder: Path) -> str | None:
@@ -70,8 +70,11 @@ def open_follower(config: InspectionConfig, model_dir: str, events: EventEmitter
         publisher = StatusPublisher(s.broker[0], s.broker[1], device=config.device, prefix=s.topic_prefix,
                                     notify_topic=s.notification_topic,
                                     on_notify=lambda payload: follower.notify(payload) if follower else None)
+    def on_event(payload: dict[str, Any]) -> None:
+        events.emit(EventKind.ROLLOUT, payload)
+
     follower = FleetFollower(s, device=config.device, model_dir=model_dir, state_dir=config.state_dir,
-                             on_event=lambda payload: events.emit(EventKind.ROLLOUT, payload), publisher=publisher,
+                             on_event=on_event, publisher=publisher,
                              isolate=isolate is not False)
     stack.callback(follower.close)
     follower.recover()

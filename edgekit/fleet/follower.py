@@ -28,7 +28,7 @@ from edgekit.fleet.health import Health, HealthTracker, HealthVerdict
 from edgekit.fleet.keys import SignatureError, parse_public_key
 from edgekit.fleet.manifest import MAX_DOCUMENT_BYTES, Channel, FileEntry, ManifestError, ReleaseManifest, selected
 from edgekit.fleet.settings import FleetSettings, Trust
-from edgekit.fleet.state import FollowerState, Outcome, Phase, Trial
+from edgekit.fleet.state import FollowerState, Outcome, Phase, TrialPhase, VersionTrial
 from edgekit.fleet.status import DeviceStatus
 from edgekit.fleet.transport import TooLarge, TransferError, fetch, join_url
 from edgekit.fleet.verify import VerificationError, download_verified, local_problem
@@ -101,9 +101,9 @@ class FleetFollower:
             st = self.state
             if st.running and st.trial is not None:
                 t = st.trial
-                self._reject(t.version, f"the process ended during the {t.phase} of version {t.version} "
+                self._reject(t.version, f"the process ended during the {t.phase.value} of version {t.version} "
                                         "(an interpreter crash?)")
-            elif st.trial is not None and st.trial.phase == "selftest":
+            elif st.trial is not None and st.trial.phase is TrialPhase.SELFTEST:
                 st.trial = None
             st.running = True
             self._save()
@@ -186,7 +186,7 @@ class FleetFollower:
             on_trial = trial is not None and trial.version == version
             self.health.switched(version, trial=on_trial)
             if on_trial and trial is not None:
-                trial.phase = "trial"
+                trial.phase = TrialPhase.TRIAL
                 self._save()
                 self.phase, self.pending = Phase.TRIAL, None
                 self._emit("trial", version=version, previous=trial.previous)
@@ -315,7 +315,7 @@ class FleetFollower:
             raise
         # a broken transfer (TransferError) keeps what arrived: every later sync resumes it
         with self._state_lock:
-            self.state.trial = Trial(version, self.serving, "selftest")
+            self.state.trial = VersionTrial(version, self.serving, TrialPhase.SELFTEST)
         self._save()
         self.phase = Phase.TESTING
         try:
@@ -328,7 +328,7 @@ class FleetFollower:
         fsync_dir(self.root)
         with self._state_lock:
             if self.state.trial is not None:
-                self.state.trial.phase = "installed"
+                self.state.trial.phase = TrialPhase.INSTALLED
                 if self.state.trial.previous is None:
                     self.state.trial = None  # a first version: nothing to compare with or return to
         self._save()

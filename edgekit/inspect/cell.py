@@ -26,8 +26,8 @@ from edgekit.inspect.config import InspectionConfig
 from edgekit.inspect.engine import CellDetector, ResultStream
 from edgekit.inspect.events import EventEmitter, EventKind, EventSink, SequenceCounter
 from edgekit.inspect.inspector import Decision, Inspector
-from edgekit.inspect.metrics import Metrics
-from edgekit.inspect.stage import FrameOutcome, ModelFollower, Stage, follower_opener
+from edgekit.inspect.metrics import CellMetrics
+from edgekit.inspect.stage import JudgedFrame, ModelFollower, Stage, follower_opener
 from edgekit.inspect.systemd import Watchdog
 from edgekit.inspect.triggers import TriggerMode
 from edgekit.results import Detections, Segmentation
@@ -123,7 +123,7 @@ class Cell:
         self.isolate = isolate  # try a fixed model file in a child process first (load_model(isolate=))
         self.model_dir = model_dir or config.model.dir
         self.watchdog = Watchdog()
-        self.metrics: Metrics | None = None
+        self.metrics: CellMetrics | None = None
         self.parts: PartsStage | None = None  # per-part mode (opened with the cell)
         self.dashboard: Dashboard | None = None  # the operator's page ([dashboard])
         self.fleet: ModelFollower | None = None  # [model] channel: the release channel's follower (edgekit.fleet)
@@ -171,7 +171,7 @@ class Cell:
         for sink in [*config_sinks(cfg), *self._extra_sinks]:
             self.events.add_sink(sink)
         if cfg.metrics.enabled:
-            self.metrics = stack.enter_context(Metrics(device=cfg.device))
+            self.metrics = stack.enter_context(CellMetrics(device=cfg.device))
             self.metrics.serve(cfg.metrics.port, cfg.metrics.host)
         skipped = self.events.counter.may_have_skipped
         self.events.emit(EventKind.STATUS, {"state": "starting", "config": cfg.path, "may_have_skipped": skipped})
@@ -295,7 +295,7 @@ class Cell:
                             yield decision
                     self._observe(result, processed)
                     if self.stages:  # the follower's health check of a version on trial; the dashboard
-                        outcome = FrameOutcome(result, decisions, parts)
+                        outcome = JudgedFrame(result, decisions, parts)
                         for stage in self.stages:
                             stage.observe(outcome)
                     if time.monotonic() - last_queue > 1.0:
