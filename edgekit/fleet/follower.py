@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from edgekit.errors import ModelError
-from edgekit.fleet.health import Health, HealthTracker, HealthVerdict
+from edgekit.fleet.health import Health, HealthTracker, HealthVerdict, frame_health
 from edgekit.fleet.keys import SignatureError, parse_public_key
 from edgekit.fleet.manifest import MAX_DOCUMENT_BYTES, Channel, FileEntry, ManifestError, ReleaseManifest, selected
 from edgekit.fleet.settings import FleetSettings, Trust
@@ -34,6 +34,7 @@ from edgekit.fleet.transport import TooLarge, TransferError, fetch, join_url
 from edgekit.fleet.verify import VerificationError, download_verified, local_problem
 from edgekit.inspect.events import EventKind
 from edgekit.inspect.modelwatch import find_versions
+from edgekit.inspect.stage import JudgedFrame
 from edgekit.sinks.durable import fsync_dir
 
 __all__ = ["FleetFollower", "Phase", "Outcome", "VerificationError"]
@@ -108,8 +109,8 @@ class FleetFollower:
             st.running = True
             self._save()
             for leftover in [*self.root.glob(".staging-*"), *self.root.glob(".rejected-*")]:
-                version = leftover.name.rsplit("-", 1)[1]
-                if leftover.name.startswith(".rejected-") or not version.isdigit() or int(version) in st.rejected:
+                number = leftover.name.rsplit("-", 1)[1]
+                if leftover.name.startswith(".rejected-") or not number.isdigit() or int(number) in st.rejected:
                     shutil.rmtree(leftover, ignore_errors=True)  # a staging folder of a live version is resumed
             for version, path in sorted(find_versions(self.root).items()):
                 why = local_problem(path.parent, self.key)
@@ -197,6 +198,10 @@ class FleetFollower:
             self._actions.put(("reject", version, f"the serving loop refused it: {payload.get('reason')}"))
             self._wake.set()
 
+    def on_frame(self, frame: JudgedFrame) -> None:
+        """The cell's judged frame (a stage of the cell, :class:`edgekit.inspect.stage.ModelFollower`)."""
+        self.observe(*frame_health(frame.result, frame.decisions, frame.parts))
+
     def observe(self, score: float | None, failed: bool | None = None, error: bool = False) -> None:
         """One frame's outcome (top score, FAIL verdict, inference error) for the health check."""
         self._frames += 1
@@ -220,7 +225,7 @@ class FleetFollower:
                     self._judged(action[1])
 
     def _judged(self, v: HealthVerdict) -> None:
-        details = {"trial": v.trial.to_dict(), "baseline": v.baseline.to_dict()}
+        details: dict[str, Any] = {"trial": v.trial.to_dict(), "baseline": v.baseline.to_dict()}
         if v.health is Health.REGRESSED:
             self._reject(v.version, f"health regressed on trial: {v.reason}", **details)
             return

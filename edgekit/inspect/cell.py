@@ -182,7 +182,7 @@ class Cell:
                 opener = follower_opener("fleet", f"{cfg.path}: [model] channel")
                 self.fleet = opener(cfg, self.model_dir, self.events, stack, self.isolate)
                 self.stages.append(self.fleet)
-            self.detector = stack.enter_context(contextlib.closing(self._hot_swap(self._options())))
+            self.detector = stack.enter_context(contextlib.closing(self._hot_swap(self._options(), self.model_dir)))
         elif cfg.model.path:
             self.detector = stack.enter_context(contextlib.closing(self._fixed(self._options())))
         else:
@@ -225,7 +225,7 @@ class Cell:
 
         return segmenter_for(options) or Detector(options)  # a segmenter's regions are judged as boxes
 
-    def _hot_swap(self, options: DetectorOptions) -> CellDetector:
+    def _hot_swap(self, options: DetectorOptions, model_dir: str) -> CellDetector:
         from edgekit.inspect.hotswap import HotSwapEngine
 
         def on_model_event(kind: EventKind, payload: dict[str, Any]) -> None:
@@ -240,7 +240,7 @@ class Cell:
             if self.fleet is not None:  # after the switch's own event: a trial starts on the new version
                 self.fleet.on_model_event(kind, payload)
 
-        return HotSwapEngine.open(self.model_dir, options, poll_seconds=self.config.model.poll_seconds,
+        return HotSwapEngine.open(model_dir, options, poll_seconds=self.config.model.poll_seconds,
                                   on_event=on_model_event, vet=self.fleet.vet if self.fleet is not None else None)
 
     # --- running ------------------------------------------------------------------------
@@ -297,7 +297,7 @@ class Cell:
                     if self.stages:  # the follower's health check of a version on trial; the dashboard
                         outcome = JudgedFrame(result, decisions, parts)
                         for stage in self.stages:
-                            stage.observe(outcome)
+                            stage.on_frame(outcome)
                     if time.monotonic() - last_queue > 1.0:
                         self._queue_gauges()
                         last_queue = time.monotonic()

@@ -214,9 +214,9 @@ def _parts(top: Table, zones: tuple[Zone, ...]) -> PartsConfig | None:
         return None
     from edgekit.inspect.partsconfig import parse_parts  # tracking loads only for per-part mode
 
-    src = top.data.get("source") if isinstance(top.data.get("source"), dict) else {}
-    frame = (src.get("width"), src.get("height"))
-    return parse_parts(top, zones, frame if all(isinstance(v, int) for v in frame) else None)
+    src = top.data.get("source")
+    width, height = (src.get("width"), src.get("height")) if isinstance(src, dict) else (None, None)
+    return parse_parts(top, zones, (width, height) if isinstance(width, int) and isinstance(height, int) else None)
 
 
 def _dashboard(top: Table, trigger: TriggerConfig) -> DashboardConfig | None:

@@ -46,7 +46,7 @@ from edgekit.track import LINE_ANCHORS, Anchor, CountingLine, Direction, ZoneCro
 __all__ = ["PartsConfig", "PlcConfig", "parse_parts"]
 
 _FRACTION: dict[str, Any] = {"check": lambda v: 0 <= v <= 1, "expect": "a number in 0..1"}
-_NONNEG = {"check": lambda v: v >= 0, "expect": "a number >= 0"}
+_NONNEG: dict[str, Any] = {"check": lambda v: v >= 0, "expect": "a number >= 0"}
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,8 @@ class PartsConfig:
 
 
 def _names(t: Table, key: str, required: bool) -> tuple[str, ...]:
-    kw: dict[str, Any] = {"check": lambda v: all(isinstance(x, str) and x for x in v), "expect": "an array of class names"}
+    kw: dict[str, Any] = {"check": lambda v: all(isinstance(x, str) and x for x in v),
+                          "expect": "an array of class names"}
     return tuple(t.get(key, list, **kw) if required else t.get(key, list, [], **kw))
 
 
@@ -192,7 +193,7 @@ def _plc(t: Table) -> PlcConfig:
     t.allow("host", "port", "unit", "coil", "register", "value", "pulse", "timeout", "delay", "distance",
             "belt_speed", "retry_interval", "give_up_after", "gpio_pin", "gpio_pulse", "check_at_start",
             "encoder_pin", "encoder_edge", "delay_ticks")
-    address = {"check": lambda v: 0 <= v <= MAX_ADDRESS,
+    address: dict[str, Any] = {"check": lambda v: 0 <= v <= MAX_ADDRESS,
                "expect": f"a Modbus address 0..{MAX_ADDRESS} (a coil or register number, from 0)"}
     modbus = None
     if t.has("host"):
@@ -209,7 +210,7 @@ def _plc(t: Table) -> PlcConfig:
         for key in ("coil", "register", "port", "unit", "value"):
             if t.has(key):
                 raise t.error(key, "needs host = \"<the PLC's address>\" (Modbus TCP)")
-    pin = {"check": lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
+    pin: dict[str, Any] = {"check": lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
         isinstance(v, str) and bool(v)), "expect": "a GPIO number (BCM) or a gpiozero pin name such as \"GPIO17\""}
     gpio = t.get("gpio_pin", object, None, **pin)
     if modbus is None and gpio is None:
@@ -228,7 +229,7 @@ def _plc(t: Table) -> PlcConfig:
         delay = belt_delay(t.get("distance", float, **_NONNEG), t.get("belt_speed", float, **POS_NUM))
     else:
         delay = t.get("delay", float, 0.0, **_NONNEG)
-    edge = {"check": lambda v: v in ("rising", "falling", "both"), "expect": "'rising', 'falling' or 'both'"}
+    edge: dict[str, Any] = {"check": lambda v: v in ("rising", "falling", "both"), "expect": "'rising', 'falling' or 'both'"}
     return PlcConfig(modbus=modbus, gpio_pin=gpio, gpio_pulse=t.get("gpio_pulse", float, 0.1, **POS_NUM),
                      delay=delay, retry_interval=t.get("retry_interval", float, 0.2, **POS_NUM),
                      give_up_after=t.get("give_up_after", float, 5.0, **_NONNEG),

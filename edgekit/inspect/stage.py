@@ -43,7 +43,7 @@ class Stage(Protocol):
     """A part of the cell that watches each judged frame (the dashboard, a fleet follower's health
     check). Called on the loop's thread: it must not wait."""
 
-    def observe(self, frame: JudgedFrame) -> None: ...
+    def on_frame(self, frame: JudgedFrame) -> None: ...
 
 
 class CellView(Protocol):

@@ -64,7 +64,7 @@ class VideoWriterSink:
         self.frames = 0
 
     def _open(self, width: int, height: int) -> cv2.VideoWriter:
-        writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*self._fourcc), self.fps, (width, height))
+        writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter.fourcc(*self._fourcc), self.fps, (width, height))
         if not writer.isOpened():
             raise InputError(f"OpenCV cannot write {self._fourcc} video to {str(self.path)!r} (permissions? disk "
                              "full?); try another folder or a .avi name")

@@ -14,7 +14,6 @@ from edgekit.contract.anchors import ANCHOR_PRESETS, decode_anchors
 from edgekit.errors import InputError, ModelError
 from edgekit.preprocess import ResizeMode, fit, to_input
 from edgekit.segment import Segmentation
-from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slow  # the models are built with TensorFlow once per session (~10 s)
 

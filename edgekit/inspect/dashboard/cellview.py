@@ -46,7 +46,7 @@ class DashboardStage:
     def __init__(self, dashboard: Dashboard, parts: PartsStage | None = None) -> None:
         self.dashboard, self.parts = dashboard, parts
 
-    def observe(self, frame: JudgedFrame) -> None:
+    def on_frame(self, frame: JudgedFrame) -> None:
         """Hands over the newest frame; never waits for a viewer."""
         self.dashboard.observe(frame.result, self.parts.last if self.parts is not None else None)
 
