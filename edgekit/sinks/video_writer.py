@@ -25,10 +25,11 @@ FOURCC_BY_SUFFIX = {".avi": "MJPG", ".mp4": "mp4v", ".mkv": "MJPG"}
 
 
 def _annotated_bgr(result: FrameResult) -> np.ndarray:
-    if result.frame is None:
+    frame = result.frame_bgr
+    if frame is None:
         raise InputError(f"frame {result.index} carries no image to draw on; the loop attaches frames "
                          "to its results, a FrameResult made by hand needs captured=Frame(...)")
-    return draw(result.frame_bgr, result.result, bgr=True)  # type: ignore[arg-type]
+    return draw(frame, result.result, bgr=True)
 
 
 class VideoWriterSink:
