@@ -38,7 +38,9 @@ def _paths(model: Any, x: np.ndarray, invoke: bool) -> dict[str, Callable[[], An
     out_idx = [s.index for s in model.outputs]
     n_out = len(model.outputs)
     real_invoke = interp.invoke
-    skip = (lambda: None)
+
+    def skip() -> None:
+        return None
 
     def bare() -> Any:
         interp.set_tensor(in_idx, x)

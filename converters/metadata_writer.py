@@ -36,7 +36,7 @@ def _schema() -> ModuleType:
         from ai_edge_litert import schema_py_generated as schema
     except ImportError:
         try:
-            from tensorflow.lite.python import schema_py_generated as schema  # type: ignore[no-redef]
+            from tensorflow.lite.python import schema_py_generated as schema
         except ImportError:
             raise ConversionError(
                 "writing metadata needs the TFLite schema module from ai-edge-litert or TensorFlow; "
@@ -68,7 +68,7 @@ def encode_metadata(doc: Mapping[str, Any]) -> bytes:
 
 
 def _aligned_buffer_type(schema: ModuleType) -> type:
-    class AlignedBufferT(schema.BufferT):  # type: ignore[name-defined,misc]
+    class AlignedBufferT(schema.BufferT):  # type: ignore[name-defined]
         """A BufferT whose data vector is packed 16-byte aligned (the generated Pack uses 1)."""
 
         def Pack(self, builder: Any) -> int:  # noqa: N802 - the generated API's name

@@ -24,7 +24,7 @@ MAX_REGION_LABELS = 20  # draw_segmentation writes "label area" on the largest r
 def class_color(class_id: int) -> tuple[int, int, int]:
     """The RGB color of a class id (or a person's index), the same in every frame."""
     hue = int((class_id * 0.618034 % 1.0) * 180)
-    hsv = np.uint8([[[hue, 200, 255]]])
+    hsv = np.array([[[hue, 200, 255]]], dtype=np.uint8)
     r, g, b = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)[0, 0]
     return int(r), int(g), int(b)
 

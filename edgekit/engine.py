@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import cv2
 import numpy as np
@@ -48,7 +48,7 @@ class ModelEngine:
         self.note = note  # for the user, e.g. labels that do not line up with the outputs
         self.threshold: float | None = None  # set by make_engine: the score threshold in effect
         self.norm = pre.normalization
-        self._fit = {"interpolation": pre.interpolation, "boxes": pre.box_mapping, "pad_value": pre.pad_value}
+        self._fit: dict[str, Any] = {"interpolation": pre.interpolation, "boxes": pre.box_mapping, "pad_value": pre.pad_value}
         # uint8 inputs take the pixels as they are, so they are resized straight into the tensor.
         self.direct = not self.channels_first and np.dtype(spec.dtype) == np.uint8 and (
             self.norm is None or (self.norm.mean is None and self.norm.color is ColorOrder.RGB))

@@ -30,9 +30,9 @@ import numpy as np
 from edgekit.errors import InputError
 from edgekit.preprocess import Transform
 from edgekit.results import FrameResult, Result, StageTimes
-from edgekit.sources import Channel, Frame, VideoSource, background_priority
+from edgekit.sources import Handoff, Frame, VideoSource, background_priority
 
-__all__ = ["Engine", "LoopOptions", "LoopSummary", "Performance", "Stream", "Samples"]
+__all__ = ["Engine", "LoopOptions", "LoopSummary", "Performance", "Stream", "SampleWindow"]
 
 
 class Engine(Protocol):
@@ -90,7 +90,7 @@ class LoopOptions:
             raise InputError(f"queue_size must be at least 1, got {self.queue_size}")
 
 
-class Samples:
+class SampleWindow:
     """The last ``capacity`` values of a figure, for percentiles without growing forever."""
 
     def __init__(self, capacity: int = 100_000) -> None:
@@ -187,9 +187,9 @@ class Stream:
         self._on_close = on_close
         n = options.queue_size
         self._buffers = n + 1 + len(self._workers)
-        self._staged: Channel[_Staged] = Channel(n)
-        self._free: Channel[np.ndarray] = Channel(self._buffers)
-        self._done: Channel[_Inferred] = Channel(n + len(self._workers))
+        self._staged: Handoff[_Staged] = Handoff(n)
+        self._free: Handoff[np.ndarray] = Handoff(self._buffers)
+        self._done: Handoff[_Inferred] = Handoff(n + len(self._workers))
         self._running_workers = 0
         self._count_lock = threading.Lock()
         self._take_lock = threading.Lock()
@@ -200,8 +200,8 @@ class Stream:
         self._started = self._closed = False
         self._t0 = self._t_last = 0.0
         self._processed = 0
-        self._latency = Samples()
-        self._stages = {name: Samples() for name in StageTimes._fields}
+        self._latency = SampleWindow()
+        self._stages = {name: SampleWindow() for name in StageTimes._fields}
 
     # --- control --------------------------------------------------------------------------
     def __iter__(self) -> Iterator[FrameResult]:

@@ -82,7 +82,7 @@ def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
     note = None
     if labels and layout is SegmentationLayout.SCORES and out.shape[-1] != len(labels):
         note = f"the model scores {out.shape[-1]} classes but has {len(labels)} labels"
-    return ModelEngine(model, _preprocessing(options.resize, model), decode, labels, note)  # type: ignore[arg-type]
+    return ModelEngine(model, _preprocessing(options.resize, model), decode, labels, note)
 
 
 def _segmentation_layout(model: Model) -> SegmentationLayout:
@@ -115,7 +115,7 @@ def _pose(model: Model, options: PoseEstimatorOptions) -> ModelEngine:
     def decode(outputs: list[np.ndarray], transform: Transform) -> Poses:
         return decode_poses(outputs[0], transform, layout=layout, threshold=options.threshold)
 
-    return ModelEngine(model, _preprocessing(options.resize, model), decode, None)  # type: ignore[arg-type]
+    return ModelEngine(model, _preprocessing(options.resize, model), decode, None)
 
 
 def make_vision_engine(model: Model, options: SegmenterOptions | PoseEstimatorOptions) -> ModelEngine:

@@ -14,6 +14,9 @@ import pytest
 from edgekit.errors import SourceError
 from edgekit.sources import BadFrame, SourceSpec
 
+# Session fixtures that build models (tiny_models, vision_models): any test may ask for them by name.
+pytest_plugins = ["tests.fixtures_models"]
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 WHERE = ("tests/data in this repository (see tests/data/README.md: google-coral/test_data and TensorFlow's "

@@ -1,6 +1,6 @@
 """Tiny models the tests build themselves (TensorFlow needed; skipped cleanly without it).
 
-Import the fixtures into a test module with ``from tests.fixtures_models import tiny_models``.
+tests/conftest.py registers this module as a plugin: a test asks for ``tiny_models`` or ``vision_models`` by name.
 """
 
 from __future__ import annotations

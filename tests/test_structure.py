@@ -287,3 +287,20 @@ def test_the_device_side_imports_no_tensorflow() -> None:
                 v = parent[v]
             indirect[start] = " <- ".join(chain)
     assert not indirect, f"device-side modules reaching TensorFlow through our own imports: {indirect}"
+
+
+def test_the_inspection_package_lists_what_it_hands_on() -> None:
+    """edgekit.inspect's __all__ is written out for the tools; it names exactly what __getattr__ serves."""
+    import edgekit.inspect as inspect_package
+
+    assert inspect_package.__all__ == sorted(inspect_package._WHERE)
+
+
+def test_no_class_name_is_used_twice() -> None:
+    """One spelling per idea, and one idea per spelling: a public class name is defined in one module."""
+    defined: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                defined.setdefault(node.name, []).append(module)
+    assert not {name: where for name, where in defined.items() if len(where) > 1}

@@ -17,11 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.commands._common import positive_int
+from edgekit.contract.enums import ColorOrder, Layout, OutputFormat, ResizeMode, Task
 from edgekit.errors import ConversionError
 from edgekit.outputs import output_file_arg, output_folder_arg
 
 __all__ = ["register", "run", "build_options"]
 
+# What `edgekit convert` reads a model as (the other tasks and formats are the device's own).
+CONVERTED_TASKS = (Task.CLASSIFY, Task.DETECT)
+CONVERTED_FORMATS = (OutputFormat.CLASSES, OutputFormat.SSD, OutputFormat.YOLO)
 MODES = ("float32", "float16", "dynamic", "weight-only", "int8", "uint8", "int8-float-io", "int16x8", "edgetpu")
 INSTALL = "pip install 'edgekit-tflite[convert]'"
 
@@ -79,7 +83,7 @@ def register(subparsers: Any) -> None:
     pre = p.add_argument_group("preprocessing (default: inferred from the model, e.g. a Rescaling layer)")
     pre.add_argument("--input-size", "--imgsz", dest="input_size", metavar="WxH",
                      help="input size for models whose size is not fixed (ONNX with dynamic height/width)")
-    pre.add_argument("--layout", choices=("nchw", "nhwc"),
+    pre.add_argument("--layout", choices=sorted(v.value.lower() for v in Layout),
                      help="ONNX input layout, when its shape reads both ways (default: from the shape)")
     gate.add_argument("--no-split-head", action="store_true",
                       help="keep a YOLO head whose one output mixes boxes and scores as it is (by default it is "
@@ -87,11 +91,12 @@ def register(subparsers: Any) -> None:
     pre.add_argument("--mean", metavar="M[,M,M]", help="real input = (pixel - mean) / std")
     pre.add_argument("--std", metavar="S[,S,S]", help="see --mean")
     pre.add_argument("--scale", type=float, metavar="S", help="real input = pixel * S (e.g. 0.00392157)")
-    pre.add_argument("--color", choices=("rgb", "bgr"),
+    pre.add_argument("--color", choices=[c.value.lower() for c in ColorOrder],
                      help="channel order the model was trained on (unset: rgb, or what the model name implies)")
-    pre.add_argument("--resize", choices=("stretch", "letterbox"), help="how images fit the input (unset: stretch)")
-    pre.add_argument("--task", choices=("classify", "detect"), help="default: from the outputs")
-    pre.add_argument("--output-format", choices=("classes", "ssd", "yolo"), help="default: from the outputs")
+    pre.add_argument("--resize", choices=[m.value for m in ResizeMode],
+                     help="how images fit the input (unset: stretch)")
+    pre.add_argument("--task", choices=[t.value for t in CONVERTED_TASKS], help="default: from the outputs")
+    pre.add_argument("--output-format", choices=[f.value for f in CONVERTED_FORMATS], help="default: from the outputs")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     out.add_argument("--report-dir", "--report", dest="report_dir", metavar="DIR", type=output_folder_arg,

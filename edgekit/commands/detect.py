@@ -34,11 +34,11 @@ from edgekit.commands._common import (
     source_spec,
     stop_on_signals,
 )
-from edgekit.contract import OutputFormat, detect_format
+from edgekit.contract import OutputFormat, ResizeMode, detect_format
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import NO_LABELS_NOTE
+from edgekit.loop import Performance, Stream
 from edgekit.outputs import output_file_arg
-from edgekit.loop import Stream
 from edgekit.results import Detections, FrameResult
 from edgekit.runtimes.tensors import inspect_model
 from edgekit.sinks import Sink
@@ -68,14 +68,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--classes", type=labels_arg, help="keep only these labels or class ids, e.g. person,car")
     p.add_argument("--labels", help="labels file (one per line, or 'id label') instead of the model's own")
     rs = p.add_mutually_exclusive_group()
-    rs.add_argument("--resize", choices=["stretch", "letterbox"], default=None,
+    rs.add_argument("--resize", choices=[m.value for m in ResizeMode], default=None,
                     help="how frames fit the input; when absent, the model's metadata says, else stretch")
     rs.add_argument("--letterbox", dest="resize", action="store_const", const="letterbox",
                     help="short for --resize letterbox")
     p.add_argument("--iou", type=fraction, default=None, help="NMS IoU threshold for YOLO; when absent, the model's, else 0.45")
     p.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per frame for a classifier")
     add_runtime_arguments(p)
-    p.add_argument("--performance", choices=["auto", "latency", "throughput"], default="auto",
+    p.add_argument("--performance", choices=[m.value for m in Performance], default=Performance.AUTO.value,
                    help="latency: one interpreter, each frame as soon as possible; throughput: two "
                         "single-threaded interpreters on consecutive frames of a file; auto: throughput for a "
                         "file or folder read in full (without --threads), latency for everything live")

@@ -32,6 +32,7 @@ from edgekit.commands._common import (
     source_spec,
     stop_on_signals,
 )
+from edgekit.contract.enums import ResizeMode
 from edgekit.errors import InputError
 from edgekit.drawing import draw
 from edgekit.outputs import output_file, output_file_arg
@@ -48,7 +49,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     """Model, source, output and runtime flags shared by `segment` and `pose` (as `detect` spells them)."""
     add_source_arguments(p)
-    p.add_argument("--resize", choices=["stretch", "letterbox"], default=None,
+    p.add_argument("--resize", choices=[m.value for m in ResizeMode], default=None,
                    help="how frames fit the input; when absent, the model's metadata says, else letterbox")
     add_runtime_arguments(p)
     add_stop_arguments(p)

@@ -147,11 +147,12 @@ def make_video(path: str | os.PathLike[str], n_frames: int = 300, fps: float = 1
     light = random_lighting(rng, size, scale)
     parts = _schedule(rng, n_frames, speed, size, scale, gap, defect_share, abreast)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"MJPG"), float(fps), (size, size))
+    writer = cv2.VideoWriter(path, cv2.VideoWriter.fourcc(*"MJPG"), float(fps), (size, size))
     if not writer.isOpened():
         raise EdgekitError(f"OpenCV could not open {path!r} for writing MJPG video: "
                            "check the folder is writable and OpenCV has video I/O (opencv-python)")
-    frames, seen = [], {}
+    frames: list[FrameTruth] = []
+    seen: dict[int, tuple[int, int]] = {}
     try:
         for t in range(n_frames):
             canvas = np.ascontiguousarray(np.roll(belt, int(round(speed * t)) % period, axis=1)[:, :size])

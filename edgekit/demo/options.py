@@ -38,7 +38,7 @@ class DemoOptions:
     @classmethod
     def quick(cls, out: Path, **changes: Any) -> DemoOptions:
         """A reduced run for tests: small data, 45 steps, short video (about a minute)."""
-        base = dict(out=out, n_train=480, n_cal=100, n_val=120, train_steps=45, video_frames=60, bench_runs=10,
+        base: dict[str, Any] = dict(out=out, n_train=480, n_cal=100, n_val=120, train_steps=45, video_frames=60, bench_runs=10,
                     max_drop=25.0)
         base.update(changes)
         return cls(**base)

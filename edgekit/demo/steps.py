@@ -44,7 +44,7 @@ def convert_models(keras_path: Path, out: Path, splits: Any, *, max_drop: float,
 
     base = ConvertOptions(seed=seed, labels=str(splits.labels), task=Task.DETECT, output_format=OutputFormat.YOLO,
                           progress=not quiet)
-    data = dict(calibration=str(splits.calibration), validation=str(splits.validation))
+    data: dict[str, Any] = dict(calibration=str(splits.calibration), validation=str(splits.validation))
     f32 = convert(str(keras_path), out / "detector_float32.tflite", **data,
                   options=_replace(base, mode=Mode.FLOAT32, diagnose=False))
     q8 = convert(str(keras_path), out / "detector_int8.tflite", **data,
@@ -69,7 +69,7 @@ def bench_models(paths: Sequence[Path], runs: int, out: Path) -> list[BenchRow]:
         ModelError: a model does not load.
     """
     from edgekit.runtimes import load_model
-    from edgekit.runtimes.timing import BenchRow, time_model
+    from edgekit.runtimes.timing import time_model
 
     rounds = 5
     rows: dict[Path, list[BenchRow]] = {p: [] for p in paths}
@@ -119,7 +119,8 @@ def detect_video(model: Path, video: Path, truth: VideoTruth, out: Path) -> Dete
     source = VideoSource(parse_source(str(video), realtime=True))
     with Detector.create_from_model_path(model, threshold=THRESHOLD) as detector:
         source.open()
-        sinks = [JsonlSink(out / "detections.jsonl"), VideoWriterSink(out / "annotated.avi", source.fps or 15.0)]
+        sinks: list[JsonlSink | VideoWriterSink] = [JsonlSink(out / "detections.jsonl"),
+                                                    VideoWriterSink(out / "annotated.avi", source.fps or 15.0)]
         try:
             stream = detector.stream(source)
             with stream:

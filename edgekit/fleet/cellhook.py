@@ -1,53 +1,27 @@
 """An inspection cell that follows a release channel (``[model] channel`` in its config).
 
 The fleet plugs into the cell through entry points (``edgekit.cell_sections``:
-:func:`~edgekit.fleet.settings.parse_fleet`; ``edgekit.cell_followers``: :func:`open_stage`, see
+:func:`~edgekit.fleet.settings.parse_fleet`; ``edgekit.cell_followers``: :func:`open_follower`, see
 :mod:`edgekit.inspect.plugins`): :mod:`edgekit.inspect` never imports this package.
 :func:`open_follower` is what :class:`edgekit.inspect.Cell` calls before it opens its versioned
 model folder: the follower recovers from an interrupted update, waits for a first version on a
 new device, then follows the channel in the background; the cell hands it the model watcher's
-events and each judged frame (a :class:`~edgekit.inspect.stage.FrameOutcome`, read by
+events and each judged frame (a :class:`~edgekit.inspect.stage.JudgedFrame`, read by
 :func:`frame_health`) for the health check on a new version.
 """
 
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from edgekit.fleet.follower import FleetFollower
+from edgekit.fleet.health import frame_health
 from edgekit.fleet.settings import FleetSettings
 from edgekit.inspect.config import InspectionConfig
 from edgekit.inspect.events import EventEmitter, EventKind
-from edgekit.inspect.inspector import Decision
-from edgekit.inspect.parts import PartVerdict
-from edgekit.inspect.stage import FrameOutcome
-from edgekit.results import Detections, FrameResult
 
-__all__ = ["open_follower", "open_stage", "frame_health", "FollowerStage"]
-
-
-class FollowerStage:
-    """The follower as a stage of the cell (:class:`edgekit.inspect.stage.ModelFollower`)."""
-
-    def __init__(self, follower: FleetFollower) -> None:
-        self.follower = follower
-
-    def observe(self, frame: FrameOutcome) -> None:
-        self.follower.observe(*frame_health(frame.result, frame.decisions, frame.parts))
-
-    def vet(self, folder: Path) -> str | None:
-        return self.follower.vet(folder)
-
-    def on_model_event(self, kind: EventKind, payload: Mapping[str, Any]) -> None:
-        self.follower.on_model_event(kind, dict(payload))
-
-
-def open_stage(config: InspectionConfig, model_dir: str, events: EventEmitter, stack: contextlib.ExitStack,
-               isolate: bool | None = None) -> FollowerStage:
-    """:func:`open_follower` as a stage of the cell (what :class:`edgekit.inspect.Cell` opens)."""
-    return FollowerStage(open_follower(config, model_dir, events, stack, isolate))
+__all__ = ["open_follower", "frame_health"]
 
 
 def open_follower(config: InspectionConfig, model_dir: str, events: EventEmitter, stack: contextlib.ExitStack,
@@ -70,24 +44,14 @@ def open_follower(config: InspectionConfig, model_dir: str, events: EventEmitter
         publisher = StatusPublisher(s.broker[0], s.broker[1], device=config.device, prefix=s.topic_prefix,
                                     notify_topic=s.notification_topic,
                                     on_notify=lambda payload: follower.notify(payload) if follower else None)
+    def on_event(payload: dict[str, Any]) -> None:
+        events.emit(EventKind.ROLLOUT, payload)
+
     follower = FleetFollower(s, device=config.device, model_dir=model_dir, state_dir=config.state_dir,
-                             on_event=lambda payload: events.emit(EventKind.ROLLOUT, payload), publisher=publisher,
+                             on_event=on_event, publisher=publisher,
                              isolate=isolate is not False)
     stack.callback(follower.close)
     follower.recover()
     follower.ensure_version(timeout=max(60.0, 2 * s.timeout))
     follower.start()
     return follower
-
-
-def frame_health(result: FrameResult, decisions: Sequence[Decision],
-                 parts: Sequence[PartVerdict] = ()) -> tuple[float | None, bool | None]:
-    """A frame's top score (None: no detection) and whether a verdict failed (None: no verdict).
-
-    ``decisions``: the frame's per-frame decisions; ``parts``: the per-part verdicts it gave (parts that
-    crossed the line in it), so a cell judging parts has its FAIL rate watched too."""
-    scores = result.result.scores if isinstance(result.result, Detections) else None
-    top = float(scores.max()) if scores is not None and len(scores) else None
-    passed = [d.verdict.passed for d in decisions if d.verdict is not None]
-    passed += [p.passed for p in parts]
-    return top, (not all(passed) if passed else None)

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from edgekit.errors import ModelError
-from edgekit.fleet.health import Health, HealthTracker, HealthVerdict
+from edgekit.fleet.health import Health, HealthTracker, HealthVerdict, frame_health
 from edgekit.fleet.keys import SignatureError, parse_public_key
 from edgekit.fleet.manifest import Channel, ManifestError, ReleaseManifest, selected
 from edgekit.fleet.settings import FleetSettings, Trust
-from edgekit.fleet.state import FollowerState, Outcome, Phase, Trial
+from edgekit.fleet.state import FollowerState, Outcome, Phase, TrialPhase, VersionTrial
 from edgekit.fleet.status import DeviceStatus
 from edgekit.fleet.poll import ChannelReader
 from edgekit.fleet.staging import BAD_BYTES, Staging
@@ -36,6 +36,7 @@ from edgekit.fleet.transport import TooLarge, TransferError
 from edgekit.fleet.verify import VerificationError, local_problem
 from edgekit.inspect.events import EventKind
 from edgekit.inspect.modelwatch import find_versions
+from edgekit.inspect.stage import JudgedFrame
 from edgekit.sinks.durable import fsync_dir
 
 __all__ = ["FleetFollower", "Phase", "Outcome", "VerificationError"]
@@ -105,8 +106,8 @@ class FleetFollower:
         with self._lock:
             st = self.state
             t = st.trial
-            if st.running and t is not None and t.phase != "held":  # "held": tested, never served
-                self._reject(t.version, f"the process ended during the {t.phase} of version {t.version} "
+            if st.running and t is not None and t.phase is not TrialPhase.HELD:  # held: tested, never served
+                self._reject(t.version, f"the process ended during the {t.phase.value} of version {t.version} "
                                         "(an interpreter crash?)")
             elif t is not None:  # a clean stop before or during its trial: it starts over, on a new baseline
                 self.staging.unplace(t.version)
@@ -114,8 +115,8 @@ class FleetFollower:
             st.running = True
             self._save()
             for leftover in [*self.root.glob(".staging-*"), *self.root.glob(".rejected-*")]:
-                version = leftover.name.rsplit("-", 1)[1]
-                if leftover.name.startswith(".rejected-") or not version.isdigit() or int(version) in st.rejected:
+                number = leftover.name.rsplit("-", 1)[1]
+                if leftover.name.startswith(".rejected-") or not number.isdigit() or int(number) in st.rejected:
                     shutil.rmtree(leftover, ignore_errors=True)  # a staging folder of a live version is resumed
             for version, path in sorted(find_versions(self.root).items()):
                 why = local_problem(path.parent, self.key)
@@ -204,7 +205,7 @@ class FleetFollower:
             on_trial = trial is not None and trial.version == version
             self.health.switched(version, trial=on_trial)
             if on_trial and trial is not None:
-                trial.phase = "trial"
+                trial.phase = TrialPhase.TRIAL
                 self._save()
                 self.phase, self.pending = Phase.TRIAL, None
                 self._emit("trial", version=version, previous=trial.previous)
@@ -214,6 +215,10 @@ class FleetFollower:
         elif kind is EventKind.MODEL_REFUSED and trial is not None and version == trial.version:
             self._actions.put(("reject", version, f"the serving loop refused it: {payload.get('reason')}"))
             self._wake.set()
+
+    def on_frame(self, frame: JudgedFrame) -> None:
+        """The cell's judged frame (a stage of the cell, :class:`edgekit.inspect.stage.ModelFollower`)."""
+        self.observe(*frame_health(frame.result, frame.decisions, frame.parts))
 
     def observe(self, score: float | None, failed: bool | None = None, error: bool = False) -> None:
         """One frame's outcome (top score, FAIL verdict, inference error) for the health check."""
@@ -243,7 +248,7 @@ class FleetFollower:
                 self._place_held()
 
     def _judged(self, v: HealthVerdict) -> None:
-        details = {"trial": v.trial.to_dict(), "baseline": v.baseline.to_dict()}
+        details: dict[str, Any] = {"trial": v.trial.to_dict(), "baseline": v.baseline.to_dict()}
         if v.health is Health.REGRESSED:
             self._reject(v.version, f"health regressed on trial: {v.reason}", **details)
             return
@@ -320,7 +325,7 @@ class FleetFollower:
             raise
         # a broken transfer (TransferError) keeps what arrived: every later sync resumes it
         with self._state_lock:
-            self.state.trial = Trial(version, self.serving, "selftest")
+            self.state.trial = VersionTrial(version, self.serving, TrialPhase.SELFTEST)
         self._save()
         self.phase = Phase.TESTING
         try:
@@ -332,7 +337,7 @@ class FleetFollower:
             raise
         with self._state_lock:
             if self.state.trial is not None:
-                self.state.trial.phase = "held"
+                self.state.trial.phase = TrialPhase.HELD
         self._save()
         self._held, self._held_manifest = version, manifest
         self.phase = Phase.BASELINE
@@ -355,7 +360,7 @@ class FleetFollower:
         self.staging.place(version)
         self._held = self._held_manifest = None
         with self._state_lock:  # a first version has nothing to compare with or return to: no trial
-            self.state.trial = Trial(version, previous, "installed") if previous is not None else None
+            self.state.trial = VersionTrial(version, previous, TrialPhase.INSTALLED) if previous is not None else None
         self._save()
         self.phase, self.pending = Phase.INSTALLED, None
         self._emit("installed", version=version, previous=previous, files=len(manifest.files),

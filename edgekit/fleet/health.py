@@ -14,7 +14,14 @@ import collections
 import enum
 import threading
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Sequence
+
+from edgekit.results import Detections
+
+if TYPE_CHECKING:
+    from edgekit.inspect.inspector import Decision
+    from edgekit.inspect.parts import PartVerdict
+    from edgekit.results import FrameResult
 
 __all__ = ["HealthThresholds", "HealthStats", "HealthVerdict", "Health", "HealthTracker"]
 
@@ -153,3 +160,16 @@ class HealthTracker:
             return (f"mean top score {base.mean_score:.3f} -> {trial.mean_score:.3f} "
                     f"(shift beyond {t.max_score_shift})")
         return None
+
+
+def frame_health(result: FrameResult, decisions: Sequence[Decision],
+                 parts: Sequence[PartVerdict] = ()) -> tuple[float | None, bool | None]:
+    """A frame's top score (None: no detection) and whether a verdict failed (None: no verdict).
+
+    ``decisions``: the frame's per-frame decisions; ``parts``: the per-part verdicts it gave (parts that
+    crossed the line in it), so a cell judging parts has its FAIL rate watched too."""
+    scores = result.result.scores if isinstance(result.result, Detections) else None
+    top = float(scores.max()) if scores is not None and len(scores) else None
+    passed = [d.verdict.passed for d in decisions if d.verdict is not None]
+    passed += [p.passed for p in parts]
+    return top, (not all(passed) if passed else None)

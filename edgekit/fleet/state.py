@@ -10,7 +10,7 @@ from typing import Any
 
 from edgekit.sinks.durable import atomic_write
 
-__all__ = ["Trial", "FollowerState", "Phase", "Outcome"]
+__all__ = ["VersionTrial", "TrialPhase", "FollowerState", "Phase", "Outcome"]
 
 
 class Phase(str, enum.Enum):
@@ -37,21 +37,31 @@ class Outcome(str, enum.Enum):
     FAILED = "failed"
 
 
+class TrialPhase(str, enum.Enum):
+    """Where a version on trial stands (saved in fleet.json as its value)."""
+
+    SELFTEST = "selftest"  # being loaded for the golden self-test
+    HELD = "held"  # tested, in staging while the serving version collects its baseline; never served
+    INSTALLED = "installed"  # in the folder, not yet served
+    TRIAL = "trial"  # served, its health watched
+
+
 @dataclass
-class Trial:
+class VersionTrial:
     """A version this device installed and has not yet found healthy."""
 
     version: int
     previous: int | None
-    # "selftest": loading it for the golden self-test; "held": tested, in staging while the serving version
-    # collects its baseline; "installed": in the folder; "trial": serving
-    phase: str
+    phase: TrialPhase
+
+    def __post_init__(self) -> None:
+        self.phase = TrialPhase(self.phase)  # from fleet.json: the value
 
 
 @dataclass
 class FollowerState:
     serial: int = 0  # the highest channel serial accepted (an older signed channel is a replay)
-    trial: Trial | None = None
+    trial: VersionTrial | None = None
     rejected: dict[int, str] = field(default_factory=dict)  # version -> why (never installed again)
     running: bool = False  # True while the process runs; found True at start: it ended without closing
 
@@ -59,7 +69,7 @@ class FollowerState:
     def load(cls, path: Path) -> FollowerState:
         try:
             d = json.loads(path.read_text(encoding="utf-8"))
-            trial = Trial(**d["trial"]) if isinstance(d.get("trial"), dict) else None
+            trial = VersionTrial(**d["trial"]) if isinstance(d.get("trial"), dict) else None
             return cls(serial=int(d.get("serial", 0)), trial=trial,
                        rejected={int(k): str(v) for k, v in (d.get("rejected") or {}).items()},
                        running=bool(d.get("running")))

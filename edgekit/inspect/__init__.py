@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from edgekit.inspect.engine import CellDetector
     from edgekit.inspect.events import Event, EventEmitter, EventKind
     from edgekit.inspect.inspector import Decision, Inspector
-    from edgekit.inspect.rules import Anchor, Rule, RuleResult, Verdict, Zone, evaluate
+    from edgekit.inspect.rules import Anchor, Rule, RuleResult, RulesVerdict, Zone, evaluate
     from edgekit.inspect.triggers import PublishMode, TriggerMode, TriggerRequest, Triggers, TriggerTimeout
+    from edgekit.inspect.verdict import Verdict
 
 _WHERE = {
     "Cell": "cell",
@@ -58,7 +59,7 @@ _WHERE = {
     "Anchor": "rules",
     "Rule": "rules",
     "RuleResult": "rules",
-    "Verdict": "rules",
+    "RulesVerdict": "rules",
     "Zone": "rules",
     "evaluate": "rules",
     "PublishMode": "triggers",
@@ -66,9 +67,14 @@ _WHERE = {
     "TriggerRequest": "triggers",
     "TriggerTimeout": "triggers",
     "Triggers": "triggers",
+    "Verdict": "verdict",
 }
 
-__all__ = sorted(_WHERE)
+# Written out (not sorted(_WHERE)) so that tools see what the package hands on; the two agree (tests).
+__all__ = ["Anchor", "Cell", "CellDetector", "ConfigCheck", "Decision", "Event", "EventEmitter", "EventKind",
+           "InspectionConfig", "Inspector", "PublishMode", "Rule", "RuleResult", "RulesVerdict", "TriggerMode",
+           "TriggerRequest", "TriggerTimeout", "Triggers", "Verdict", "Zone", "check_config", "evaluate",
+           "load_config", "parse_config"]
 
 
 def __getattr__(name: str) -> Any:

@@ -26,8 +26,8 @@ from edgekit.inspect.config import InspectionConfig
 from edgekit.inspect.engine import CellDetector, ResultStream
 from edgekit.inspect.events import EventEmitter, EventKind, EventSink, SequenceCounter
 from edgekit.inspect.inspector import Decision, Inspector
-from edgekit.inspect.metrics import Metrics
-from edgekit.inspect.stage import FrameOutcome, ModelFollower, Stage, follower_opener
+from edgekit.inspect.metrics import CellMetrics
+from edgekit.inspect.stage import JudgedFrame, ModelFollower, Stage, follower_opener
 from edgekit.inspect.systemd import Watchdog
 from edgekit.inspect.triggers import TriggerMode
 from edgekit.results import Detections, Segmentation
@@ -123,7 +123,7 @@ class Cell:
         self.isolate = isolate  # try a fixed model file in a child process first (load_model(isolate=))
         self.model_dir = model_dir or config.model.dir
         self.watchdog = Watchdog()
-        self.metrics: Metrics | None = None
+        self.metrics: CellMetrics | None = None
         self.parts: PartsStage | None = None  # per-part mode (opened with the cell)
         self.dashboard: Dashboard | None = None  # the operator's page ([dashboard])
         self.fleet: ModelFollower | None = None  # [model] channel: the release channel's follower (edgekit.fleet)
@@ -209,7 +209,7 @@ class Cell:
         for sink in [*config_sinks(cfg), *self._extra_sinks]:
             self.events.add_sink(sink)
         if cfg.metrics.enabled:
-            self.metrics = stack.enter_context(Metrics(device=cfg.device))
+            self.metrics = stack.enter_context(CellMetrics(device=cfg.device))
             self.metrics.serve(cfg.metrics.port, cfg.metrics.host)
         skipped = self.events.counter.may_have_skipped
         if not self._checking:
@@ -221,7 +221,7 @@ class Cell:
                 opener = follower_opener("fleet", f"{cfg.path}: [model] channel")
                 self.fleet = opener(cfg, self.model_dir, self.events, stack, self.isolate)
                 self.stages.append(self.fleet)
-            self.detector = stack.enter_context(contextlib.closing(self._hot_swap(self._options())))
+            self.detector = stack.enter_context(contextlib.closing(self._hot_swap(self._options(), self.model_dir)))
         elif cfg.model.path:
             self.detector = stack.enter_context(contextlib.closing(self._fixed(self._options())))
         else:
@@ -264,7 +264,7 @@ class Cell:
 
         return segmenter_for(options) or Detector(options)  # a segmenter's regions are judged as boxes
 
-    def _hot_swap(self, options: DetectorOptions) -> CellDetector:
+    def _hot_swap(self, options: DetectorOptions, model_dir: str) -> CellDetector:
         from edgekit.inspect.hotswap import HotSwapEngine
 
         def on_model_event(kind: EventKind, payload: dict[str, Any]) -> None:
@@ -279,7 +279,7 @@ class Cell:
             if self.fleet is not None:  # after the switch's own event: a trial starts on the new version
                 self.fleet.on_model_event(kind, payload)
 
-        return HotSwapEngine.open(self.model_dir, options, poll_seconds=self.config.model.poll_seconds,
+        return HotSwapEngine.open(model_dir, options, poll_seconds=self.config.model.poll_seconds,
                                   on_event=on_model_event, vet=self.fleet.vet if self.fleet is not None else None)
 
     # --- running ------------------------------------------------------------------------
@@ -334,9 +334,9 @@ class Cell:
                             yield decision
                     self._observe(result, processed)
                     if self.stages:  # the follower's health check of a version on trial; the dashboard
-                        outcome = FrameOutcome(result, decisions, parts)
+                        outcome = JudgedFrame(result, decisions, parts)
                         for stage in self.stages:
-                            stage.observe(outcome)
+                            stage.on_frame(outcome)
                     if time.monotonic() - last_queue > 1.0:
                         self._queue_gauges()
                         last_queue = time.monotonic()

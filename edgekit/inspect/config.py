@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from edgekit.errors import ConfigError, InputError
 from edgekit.inspect.rules import Anchor, Rule, Zone
 from edgekit.inspect.sinkconfig import SinksConfig, parse_sinks
-from edgekit.inspect.plugins import section_parser
-from edgekit.inspect.tomlpos import NONNEG_INT, PORT, POS_INT, POS_NUM, Context, KeyLines, Table
+from edgekit.inspect.plugins import ChannelSettings, section_parser
+from edgekit.inspect.tomlpos import NONNEG_INT, PORT, POS_INT, POS_NUM, Context, KeyLines, Table, choice
 from edgekit.inspect.triggers import PublishMode, TriggerMode
 from edgekit.sinks.mqtt import check_topic_part
 
@@ -103,7 +103,7 @@ class InspectionConfig:
     dashboard: DashboardConfig | None = None  # [dashboard]: the operator's page (edgekit.inspect.dashboard)
     # [model] channel and [fleet]: follow a release channel; the settings of the wing that owns the
     # section (edgekit.fleet's FleetSettings, found through edgekit.inspect.plugins)
-    fleet: object | None = None
+    fleet: ChannelSettings | None = None
 
     def check_labels(self, labels: list[str] | None) -> None:
         """Raises ConfigError when a rule counts a label the model does not have, or when rules
@@ -171,13 +171,6 @@ def parse_config(text: str, *, name: str = "<config>", base: Path | None = None,
     return _build(Table(data, (), ctx))
 
 
-def _enum(t: Table, key: str, enum_cls: Any, default: Any) -> Any:
-    choices = [e.value for e in enum_cls]
-    value = t.get(key, str, default.value, check=lambda v: v in choices,
-                  expect=f"one of {', '.join(repr(c) for c in choices)}")
-    return enum_cls(value)
-
-
 def _build(top: Table) -> InspectionConfig:
     ctx = top.ctx
     top.allow("device", "state_dir", "source", "model", "zones", "rules", "trigger", "sinks", "metrics",
@@ -221,9 +214,9 @@ def _parts(top: Table, zones: tuple[Zone, ...]) -> PartsConfig | None:
         return None
     from edgekit.inspect.partsconfig import parse_parts  # tracking loads only for per-part mode
 
-    src = top.data.get("source") if isinstance(top.data.get("source"), dict) else {}
-    frame = (src.get("width"), src.get("height"))
-    return parse_parts(top, zones, frame if all(isinstance(v, int) for v in frame) else None)
+    src = top.data.get("source")
+    width, height = (src.get("width"), src.get("height")) if isinstance(src, dict) else (None, None)
+    return parse_parts(top, zones, (width, height) if isinstance(width, int) and isinstance(height, int) else None)
 
 
 def _dashboard(top: Table, trigger: TriggerConfig) -> DashboardConfig | None:
@@ -287,7 +280,7 @@ def _zone(t: Table) -> Zone:
     t.allow("name", "polygon", "anchor")
     name = t.get("name", str, expect="a zone name")
     polygon = t.get("polygon", list, check=_is_polygon, expect="an array of at least 3 [x, y] pixel points")
-    anchor = _enum(t, "anchor", Anchor, Anchor.CENTER)
+    anchor = choice(t, "anchor", Anchor.CENTER)
     try:
         return Zone(name, polygon, anchor, where=t.where())
     except ConfigError as exc:
@@ -321,9 +314,9 @@ def _rule(t: Table, zones: set[str]) -> Rule:
 def _trigger(t: Table) -> TriggerConfig:
     t.allow("mode", "file", "http_port", "http_host", "timeout", "publish")
     cfg = TriggerConfig(
-        mode=_enum(t, "mode", TriggerMode, TriggerMode.CONTINUOUS), file=t.path_value("file"),
+        mode=choice(t, "mode", TriggerMode.CONTINUOUS), file=t.path_value("file"),
         http_port=t.get("http_port", int, None, **PORT), http_host=t.get("http_host", str, "127.0.0.1"),
-        timeout=t.get("timeout", float, 5.0, **POS_NUM), publish=_enum(t, "publish", PublishMode, PublishMode.EVERY))
+        timeout=t.get("timeout", float, 5.0, **POS_NUM), publish=choice(t, "publish", PublishMode.EVERY))
     if cfg.mode is TriggerMode.ON_DEMAND and cfg.file is None and cfg.http_port is None:
         raise t.error("mode", "on-demand needs a trigger: file = \"/run/edgekit/trigger\" and/or http_port = 8089 "
                               "(or fire triggers from Python with Inspector.trigger())")

@@ -50,7 +50,7 @@ def detector_engine(model: Model, options: DetectorOptions) -> Any:
     return make_engine(model, options)
 
 
-class _Outputs(list):  # type: ignore[type-arg]
+class _Outputs(list[np.ndarray]):
     """A frame's outputs, remembering which engine produced them (and, for a frame staged
     for the version before a switch, the transform of its preprocessing for the new one)."""
 

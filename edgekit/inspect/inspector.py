@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 from edgekit.errors import ConfigError
 from edgekit.inspect.config import InspectionConfig
-from edgekit.inspect.rules import Rule, Verdict, Zone, evaluate
+from edgekit.inspect.rules import Rule, RulesVerdict, Zone, evaluate
 from edgekit.inspect.triggers import PublishMode, TriggerMode, TriggerRequest, Triggers, TriggerTimeout
 
 __all__ = ["Decision", "Inspector"]
@@ -29,7 +29,7 @@ __all__ = ["Decision", "Inspector"]
 class Decision:
     """A verdict for one frame or trigger, or the error that kept a trigger from one."""
 
-    verdict: Verdict | None
+    verdict: RulesVerdict | None
     frame: int | None = None
     trigger_id: str | None = None
     trigger_source: str | None = None
@@ -87,7 +87,7 @@ class Inspector:
         return cls(config.zones, config.rules, threshold=config.model.threshold, mode=t.mode,
                    triggers=triggers, publish=t.publish)
 
-    def check(self, boxes: Any, labels: Sequence[str], scores: Any = None, areas: Any = None) -> Verdict:
+    def check(self, boxes: Any, labels: Sequence[str], scores: Any = None, areas: Any = None) -> RulesVerdict:
         """The verdict for one frame's detections (or a segmentation's regions, with their pixel
         ``areas``), whatever the mode (pure)."""
         return evaluate(boxes, labels, self.zones, self.rules, scores=scores, threshold=self.threshold,

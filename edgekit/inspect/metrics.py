@@ -2,7 +2,7 @@
 
 ::
 
-    metrics = Metrics(device="cell-4")
+    metrics = CellMetrics(device="cell-4")
     metrics.serve(port=9100)                 # http://127.0.0.1:9100/metrics
     metrics.frame_counts(captured=120, processed=118, dropped=2)
     metrics.observe_inference(0.031)
@@ -20,7 +20,7 @@ from typing import Any
 
 from edgekit.errors import ConfigError, EdgekitError
 
-__all__ = ["Metrics", "LATENCY_BUCKETS"]
+__all__ = ["CellMetrics", "LATENCY_BUCKETS"]
 
 # Edge inference runs from ~1 ms (Edge TPU, tiny models) to seconds (big models on a Pi Zero).
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5,
@@ -35,7 +35,7 @@ def _prometheus() -> Any:
     return prometheus_client
 
 
-class Metrics:
+class CellMetrics:
     """The metrics of one device, in a private CollectorRegistry (never the global one).
 
     Args:
@@ -152,7 +152,7 @@ class Metrics:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> Metrics:
+    def __enter__(self) -> CellMetrics:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -33,12 +33,13 @@ from typing import Callable
 
 import numpy as np
 
-from edgekit.inspect.partsoptions import (DefectEvidence, Evidence, Outcome, PartsOptions, PartVerdict,
+from edgekit.inspect.partsoptions import (DefectEvidence, Evidence, PartsOptions, PartVerdict,
                                           belt_tracker)
+from edgekit.inspect.verdict import Verdict
 from edgekit.results import Detections
 from edgekit.track import ByteTracker, CountingLine, Tracked, ZoneCrossing
 
-__all__ = ["DefectEvidence", "Evidence", "Outcome", "PartInspector", "PartVerdict", "PartsFrame", "PartsOptions",
+__all__ = ["DefectEvidence", "Evidence", "PartInspector", "PartVerdict", "PartsFrame", "PartsOptions",
            "belt_tracker"]
 
 
@@ -258,7 +259,7 @@ class PartInspector:
         part.crop = None
         seq = self._numbering()
         return PartVerdict(
-            sequence=seq, track_id=tid, label=part.label, outcome=Outcome.FAIL if reasons else Outcome.PASS,
+            sequence=seq, track_id=tid, label=part.label, outcome=Verdict.of(not reasons),
             reasons=reasons, defects=tuple(evidence), first_frame=part.first_frame, last_frame=part.last_frame,
             frames_seen=part.frames, first_seen=part.first_seen, last_seen=part.last_seen,
             crossed_frame=crossed_frame, crossed_at=crossed_at, captured_at=captured_at, line=self.line.name,

@@ -34,18 +34,19 @@ Errors name the file, line and key, like the rest of the config.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from edgekit.errors import ConfigError
 from edgekit.inspect.parts import Evidence, PartsOptions, belt_tracker
 from edgekit.inspect.plc import MAX_ADDRESS, ModbusTarget, Register, belt_delay
 from edgekit.inspect.rules import Zone
-from edgekit.inspect.tomlpos import PORT, POS_INT, POS_NUM, Table
-from edgekit.track import Anchor, CountingLine, Direction, ZoneCrossing, ZoneEvent
+from edgekit.inspect.tomlpos import PORT, POS_INT, POS_NUM, Table, choice
+from edgekit.track import LINE_ANCHORS, Anchor, CountingLine, Direction, ZoneCrossing, ZoneEvent
 
 __all__ = ["PartsConfig", "PlcConfig", "parse_parts"]
 
-_FRACTION = {"check": lambda v: 0 <= v <= 1, "expect": "a number in 0..1"}
-_NONNEG = {"check": lambda v: v >= 0, "expect": "a number >= 0"}
+_FRACTION: dict[str, Any] = {"check": lambda v: 0 <= v <= 1, "expect": "a number in 0..1"}
+_NONNEG: dict[str, Any] = {"check": lambda v: v >= 0, "expect": "a number >= 0"}
 
 
 @dataclass(frozen=True)
@@ -96,15 +97,9 @@ class PartsConfig:
         return self.options.tracker_options().low_threshold
 
 
-def _enum(t: Table, key: str, enum_cls: type, default: object) -> object:
-    choices = [e.value for e in enum_cls]  # type: ignore[attr-defined]
-    value = t.get(key, str, default.value, check=lambda v: v in choices,  # type: ignore[attr-defined]
-                  expect=f"one of {', '.join(repr(c) for c in choices)}")
-    return enum_cls(value)
-
-
 def _names(t: Table, key: str, required: bool) -> tuple[str, ...]:
-    kw = {"check": lambda v: all(isinstance(x, str) and x for x in v), "expect": "an array of class names"}
+    kw: dict[str, Any] = {"check": lambda v: all(isinstance(x, str) and x for x in v),
+                          "expect": "an array of class names"}
     return tuple(t.get(key, list, **kw) if required else t.get(key, list, [], **kw))
 
 
@@ -154,7 +149,7 @@ def _options(t: Table) -> PartsOptions:
         return PartsOptions(
             parts=classes, defects=_names(t, "defects", required=False),
             min_overlap=t.get("min_overlap", float, 0.5, **_FRACTION),
-            evidence=_enum(t, "evidence", Evidence, Evidence.FRAMES),  # type: ignore[arg-type]
+            evidence=choice(t, "evidence", Evidence.FRAMES),
             min_frames=t.get("min_frames", int, 2, **POS_INT),
             min_score_sum=t.get("min_score_sum", float, 1.0, **POS_NUM), part_threshold=threshold,
             defect_threshold=t.get("defect_threshold", float, 0.5, **_FRACTION),
@@ -180,13 +175,13 @@ def _line(t: Table, zones: tuple[Zone, ...]) -> CountingLine | ZoneCrossing:
         names = {z.name: z for z in zones}
         name = t.get("zone", str, check=lambda v: v in names,
                      expect=f"a zone defined in [[zones]] ({', '.join(sorted(names)) or 'none defined'})")
-        return ZoneCrossing(names[name], _enum(t, "event", ZoneEvent, ZoneEvent.ENTER),  # type: ignore[arg-type]
+        return ZoneCrossing(names[name], choice(t, "event", ZoneEvent.ENTER),
                             name=name)
     start = t.get("start", list, check=_is_point, expect="an [x, y] point in frame pixels")
     end = t.get("end", list, check=_is_point, expect="an [x, y] point in frame pixels")
-    direction, anchor = _enum(t, "direction", Direction, Direction.ANY), _enum(t, "anchor", Anchor, Anchor.CENTER)
+    direction, anchor = choice(t, "direction", Direction.ANY), choice(t, "anchor", Anchor.CENTER, LINE_ANCHORS)
     try:
-        line = CountingLine(start, end, direction=direction, anchor=anchor,  # type: ignore[arg-type]
+        line = CountingLine(start, end, direction=direction, anchor=anchor,
                             name=t.get("name", str, "line"))
     except ConfigError as exc:
         raise t.error("direction" if "runs along" in str(exc) else "start", str(exc)) from None
@@ -198,7 +193,7 @@ def _plc(t: Table) -> PlcConfig:
     t.allow("host", "port", "unit", "coil", "register", "value", "pulse", "timeout", "delay", "distance",
             "belt_speed", "retry_interval", "give_up_after", "gpio_pin", "gpio_pulse", "check_at_start",
             "encoder_pin", "encoder_edge", "delay_ticks")
-    address = {"check": lambda v: 0 <= v <= MAX_ADDRESS,
+    address: dict[str, Any] = {"check": lambda v: 0 <= v <= MAX_ADDRESS,
                "expect": f"a Modbus address 0..{MAX_ADDRESS} (a coil or register number, from 0)"}
     modbus = None
     if t.has("host"):
@@ -215,7 +210,7 @@ def _plc(t: Table) -> PlcConfig:
         for key in ("coil", "register", "port", "unit", "value"):
             if t.has(key):
                 raise t.error(key, "needs host = \"<the PLC's address>\" (Modbus TCP)")
-    pin = {"check": lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
+    pin: dict[str, Any] = {"check": lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
         isinstance(v, str) and bool(v)), "expect": "a GPIO number (BCM) or a gpiozero pin name such as \"GPIO17\""}
     gpio = t.get("gpio_pin", object, None, **pin)
     if modbus is None and gpio is None:
@@ -234,7 +229,7 @@ def _plc(t: Table) -> PlcConfig:
         delay = belt_delay(t.get("distance", float, **_NONNEG), t.get("belt_speed", float, **POS_NUM))
     else:
         delay = t.get("delay", float, 0.0, **_NONNEG)
-    edge = {"check": lambda v: v in ("rising", "falling", "both"), "expect": "'rising', 'falling' or 'both'"}
+    edge: dict[str, Any] = {"check": lambda v: v in ("rising", "falling", "both"), "expect": "'rising', 'falling' or 'both'"}
     return PlcConfig(modbus=modbus, gpio_pin=gpio, gpio_pulse=t.get("gpio_pulse", float, 0.1, **POS_NUM),
                      delay=delay, retry_interval=t.get("retry_interval", float, 0.2, **POS_NUM),
                      give_up_after=t.get("give_up_after", float, 5.0, **_NONNEG),

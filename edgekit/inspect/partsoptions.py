@@ -11,14 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from edgekit.errors import ConfigError
+from edgekit.inspect.verdict import Verdict
 from edgekit.track import TrackerOptions
 
-__all__ = ["DefectEvidence", "Evidence", "Outcome", "PartVerdict", "PartsOptions", "belt_tracker"]
-
-
-class Outcome(str, enum.Enum):
-    PASS = "PASS"
-    FAIL = "FAIL"
+__all__ = ["DefectEvidence", "Evidence", "PartVerdict", "PartsOptions", "belt_tracker"]
 
 
 class Evidence(str, enum.Enum):
@@ -136,7 +132,7 @@ class PartVerdict:
     sequence: int
     track_id: int
     label: str
-    outcome: Outcome
+    outcome: Verdict
     reasons: tuple[str, ...]
     defects: tuple[DefectEvidence, ...]
     first_frame: int
@@ -156,7 +152,7 @@ class PartVerdict:
 
     @property
     def passed(self) -> bool:
-        return self.outcome is Outcome.PASS
+        return self.outcome is Verdict.PASS
 
     @property
     def reason(self) -> str:

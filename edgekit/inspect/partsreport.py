@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from edgekit.inspect.parts import PartVerdict
+from edgekit.inspect.verdict import Verdict
 
 __all__ = ["PartRow", "PartsScore", "TruePart", "crossing_truth", "parts_section", "parts_tables", "score_parts"]
 
@@ -89,7 +90,7 @@ class PartsScore:
             v, t = r.verdict, r.truth
             judged = ("-", "-", "(not counted)", "") if v is None else (
                 str(v.track_id), f"{v.first_frame}-{v.last_frame}", v.outcome.value, ", ".join(v.reasons))
-            true = "(no such part)" if t is None else ("PASS" if t.passed else "FAIL " + ", ".join(t.defects))
+            true = "(no such part)" if t is None else (Verdict.PASS.value if t.passed else f"{Verdict.FAIL.value} " + ", ".join(t.defects))
             lines.append(f"| {r.n} | {judged[0]} | {judged[1]} | {judged[2]} | {judged[3]} | {true} | "
                          f"{'ok' if r.right else '**wrong**'} |")
         lines.append("")

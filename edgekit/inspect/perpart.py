@@ -19,9 +19,10 @@ from edgekit.inspect.events import EventEmitter, EventKind, SequenceCounter
 from edgekit.inspect.parts import PartInspector, PartsFrame, PartVerdict
 from edgekit.inspect.partsconfig import PartsConfig
 from edgekit.inspect.plc import GpioOutput, ModbusOutput, RejectOutput, Rejector, RejectReport, ReportKind
+from edgekit.inspect.verdict import Verdict
 
 if TYPE_CHECKING:
-    from edgekit.inspect.metrics import Metrics
+    from edgekit.inspect.metrics import CellMetrics
     from edgekit.results import FrameResult
 
 __all__ = ["PartsStage"]
@@ -30,7 +31,7 @@ __all__ = ["PartsStage"]
 class _PartMetrics:
     """The per-part series, registered on the cell's Prometheus registry."""
 
-    def __init__(self, metrics: Metrics, parts: PartsConfig) -> None:
+    def __init__(self, metrics: CellMetrics, parts: PartsConfig) -> None:
         from prometheus_client import Counter, Histogram
 
         kw: dict[str, Any] = {"namespace": "edgekit", "registry": metrics.registry}
@@ -38,7 +39,7 @@ class _PartMetrics:
         self.rejects = Counter("rejects", "Reject signals: written, retry, failed, dropped", ["result"], **kw)
         self.latency = Histogram("reject_latency_seconds", "From the crossing frame's capture to the reject write",
                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), **kw)
-        self.parts.labels("PASS", "none")
+        self.parts.labels(Verdict.PASS.value, "none")
         for kind in ReportKind:
             self.rejects.labels(kind.value)
 
@@ -57,14 +58,14 @@ class PartsStage:
         PlcError: the PLC cannot be reached or refuses the address (``check_at_start``).
     """
 
-    def __init__(self, parts: PartsConfig, events: EventEmitter, metrics: Metrics | None, state_dir: str | Path,
+    def __init__(self, parts: PartsConfig, events: EventEmitter, metrics: CellMetrics | None, state_dir: str | Path,
                  *, outputs: list[RejectOutput] | None = None) -> None:
         self.config, self.events = parts, events
         self.state_dir = Path(state_dir)
         self.numbers = SequenceCounter(self.state_dir / "parts.json")
         self.inspector = PartInspector(parts.options, parts.line, numbering=self.numbers.next)
         self.metrics = _PartMetrics(metrics, parts) if metrics is not None else None
-        self.counts = {"PASS": 0, "FAIL": 0}
+        self.counts = {v.value: 0 for v in Verdict}
         self.last: PartsFrame | None = None  # the newest frame's tracked parts (the dashboard draws them)
         self.rejector: Rejector | None = None
         self._outputs = outputs

@@ -17,21 +17,30 @@ them by the section's name, so ``edgekit.inspect`` never names the wing.
 from __future__ import annotations
 
 from importlib import metadata
-from typing import TYPE_CHECKING, Callable, cast
+from typing import TYPE_CHECKING, Callable, Protocol, cast
 
 from edgekit.errors import ConfigError
 
 if TYPE_CHECKING:
     from edgekit.inspect.tomlpos import Table
 
-__all__ = ["SECTIONS", "FOLLOWERS", "SectionParser", "register", "plugin", "section_parser"]
+__all__ = ["SECTIONS", "FOLLOWERS", "ChannelSettings", "SectionParser", "register", "plugin", "section_parser"]
 
 SECTIONS = "edgekit.cell_sections"
 FOLLOWERS = "edgekit.cell_followers"
 
+
+
+class ChannelSettings(Protocol):
+    """What the inspection side reads of the [fleet] wing's settings (``edgekit.fleet``'s FleetSettings)."""
+
+    @property
+    def channel(self) -> str: ...
+
+
 # ([model] table, the section's table or None, the [sinks.mqtt] broker or None) -> the section's
 # settings (None: the file does not ask for the wing after all)
-SectionParser = Callable[["Table", "Table | None", "tuple[str, int] | None"], object]
+SectionParser = Callable[["Table", "Table | None", "tuple[str, int] | None"], "ChannelSettings | None"]
 
 _REGISTERED: dict[tuple[str, str], object] = {}
 

@@ -13,34 +13,16 @@ frame) and says how many are allowed: ``defect`` exactly 0, ``screw`` exactly 4,
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from edgekit.errors import ConfigError, InputError
+from edgekit.inspect.verdict import Verdict
+from edgekit.track.line import Anchor
 
-__all__ = ["Anchor", "Zone", "Rule", "RuleResult", "Verdict", "evaluate", "points_in_polygon"]
-
-
-class Anchor(str, enum.Enum):
-    """Which point(s) of a box must lie inside a zone for the box to count there."""
-
-    CENTER = "center"
-    BOTTOM_CENTER = "bottom_center"  # where an object stands on a conveyor seen from the side
-    ALL_CORNERS = "all_corners"  # the whole box inside the zone
-
-    def points(self, boxes: np.ndarray) -> np.ndarray:
-        """(N, P, 2) anchor points of (N, 4) xyxy boxes."""
-        x1, y1, x2, y2 = (boxes[:, i] for i in range(4))
-        if self is Anchor.CENTER:
-            pts = [((x1 + x2) / 2, (y1 + y2) / 2)]
-        elif self is Anchor.BOTTOM_CENTER:
-            pts = [((x1 + x2) / 2, y2)]
-        else:
-            pts = [(x1, y1), (x2, y1), (x2, y2), (x1, y2)]
-        return np.stack([np.stack(p, axis=-1) for p in pts], axis=1)
+__all__ = ["Anchor", "Zone", "Rule", "RuleResult", "RulesVerdict", "evaluate", "points_in_polygon"]
 
 
 @dataclass(frozen=True)
@@ -162,15 +144,20 @@ class RuleResult:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """PASS when every rule passed."""
+class RulesVerdict:
+    """A frame's rules judged: PASS when every rule passed."""
 
     passed: bool
     results: tuple[RuleResult, ...] = field(default_factory=tuple)
 
     @property
+    def verdict(self) -> Verdict:
+        return Verdict.of(self.passed)
+
+    @property
     def label(self) -> str:
-        return "PASS" if self.passed else "FAIL"
+        """"PASS" or "FAIL" (the verdict's value)."""
+        return self.verdict.value
 
     @property
     def failed(self) -> tuple[RuleResult, ...]:
@@ -181,7 +168,7 @@ class Verdict:
 
 
 def evaluate(boxes: Any, labels: Sequence[str], zones: Iterable[Zone], rules: Iterable[Rule], *,
-             scores: Any = None, threshold: float = 0.0, areas: Any = None) -> Verdict:
+             scores: Any = None, threshold: float = 0.0, areas: Any = None) -> RulesVerdict:
     """Apply count rules to one frame's detections.
 
     Args:
@@ -228,4 +215,4 @@ def evaluate(boxes: Any, labels: Sequence[str], zones: Iterable[Zone], rules: It
             mask &= in_zone[rule.zone]
         n = int(mask.sum())
         results.append(RuleResult(rule, n, rule.allows(n)))
-    return Verdict(all(r.passed for r in results), tuple(results))
+    return RulesVerdict(all(r.passed for r in results), tuple(results))

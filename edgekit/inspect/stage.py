@@ -1,7 +1,7 @@
 """What an inspection cell publishes to the stages that watch it.
 
 The cell judges each frame itself (rules, parts), then hands every watching stage one
-:class:`FrameOutcome`; a stage reads that and the :class:`CellView` (what an open cell publishes),
+:class:`JudgedFrame`; a stage reads that and the :class:`CellView` (what an open cell publishes),
 never the cell's private attributes. The dashboard is one stage; a release channel's follower
 (:class:`ModelFollower`, from ``edgekit.fleet``) is another, which the cell finds through
 :mod:`edgekit.inspect.plugins` without importing it.
@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from edgekit.inspect.perpart import PartsStage
     from edgekit.results import FrameResult
 
-__all__ = ["FrameOutcome", "Stage", "CellView", "ModelFollower", "FollowerOpener", "follower_opener"]
+__all__ = ["JudgedFrame", "Stage", "CellView", "ModelFollower", "FollowerOpener", "follower_opener"]
 
 
 @dataclass(frozen=True)
-class FrameOutcome:
+class JudgedFrame:
     """One frame as the cell judged it: its result, the frame's per-frame decisions and the part
     verdicts it gave (parts that crossed the line in it)."""
 
@@ -43,7 +43,7 @@ class Stage(Protocol):
     """A part of the cell that watches each judged frame (the dashboard, a fleet follower's health
     check). Called on the loop's thread: it must not wait."""
 
-    def observe(self, frame: FrameOutcome) -> None: ...
+    def on_frame(self, frame: JudgedFrame) -> None: ...
 
 
 class CellView(Protocol):

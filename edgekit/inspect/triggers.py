@@ -8,7 +8,7 @@ within the timeout::
     triggers = Triggers(file="/run/edgekit/trigger", http_port=8089)
     triggers.start()
     request = triggers.fire("part-123")          # from Python
-    request.result(timeout=5)                    # -> Verdict
+    request.result(timeout=5)                    # -> RulesVerdict
     # shell:  touch /run/edgekit/trigger        or  echo part-7 > /run/edgekit/trigger
     # HTTP:   curl -X POST 'http://127.0.0.1:8089/trigger?wait=1' -d '{"id": "part-7"}'
 """

@@ -26,10 +26,11 @@ FOURCC_BY_SUFFIX = {".avi": "MJPG", ".mp4": "mp4v", ".mkv": "MJPG"}
 
 
 def _annotated_bgr(result: FrameResult) -> np.ndarray:
-    if result.frame is None:
+    frame = result.frame_bgr
+    if frame is None:
         raise InputError(f"frame {result.index} carries no image to draw on; the loop attaches frames "
                          "to its results, a FrameResult made by hand needs captured=Frame(...)")
-    return draw(result.frame_bgr, result.result, bgr=True)  # type: ignore[arg-type]
+    return draw(frame, result.result, bgr=True)
 
 
 class VideoWriterSink:
@@ -63,7 +64,7 @@ class VideoWriterSink:
         self.frames = 0
 
     def _open(self, width: int, height: int) -> cv2.VideoWriter:
-        writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*self._fourcc), self.fps, (width, height))
+        writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter.fourcc(*self._fourcc), self.fps, (width, height))
         if not writer.isOpened():
             raise InputError(f"OpenCV cannot write {self._fourcc} video to {str(self.path)!r} (permissions? disk "
                              "full?); try another folder or a .avi name")

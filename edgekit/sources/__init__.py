@@ -10,18 +10,18 @@ file otherwise yields every frame::
             ...  # frame.image, frame.index, frame.capture_ts
 
 The modules, each depending only on those above it: ``spec`` (what a source is), ``frames``
-(Frame, Channel), ``readers`` (the Reader protocol and the OpenCV, image and picamera2
+(Frame, Handoff), ``readers`` (the Reader protocol and the OpenCV, image and picamera2
 readers), ``reading`` / ``capture`` / ``lazy`` (the three ways of reading), ``source``
 (VideoSource and ReadMode).
 """
 
 from __future__ import annotations
 
-from edgekit.sources.frames import BACKGROUND_NICE, Channel, Frame, SourceStats, background_priority
+from edgekit.sources.frames import BACKGROUND_NICE, Handoff, Frame, SourceStats, background_priority
 from edgekit.sources.readers import BadFrame, LazyReader, Reader, is_lazy, open_reader, video_devices
 from edgekit.sources.source import ReadMode, VideoSource
 from edgekit.sources.spec import IMAGE_EXTENSIONS, Reconnect, SourceKind, SourceSpec, parse_source
 
-__all__ = ["BACKGROUND_NICE", "BadFrame", "Channel", "Frame", "IMAGE_EXTENSIONS", "LazyReader", "ReadMode", "Reader",
+__all__ = ["BACKGROUND_NICE", "BadFrame", "Handoff", "Frame", "IMAGE_EXTENSIONS", "LazyReader", "ReadMode", "Reader",
            "Reconnect", "SourceKind", "SourceSpec", "SourceStats", "VideoSource", "background_priority", "is_lazy",
            "open_reader", "parse_source", "video_devices"]

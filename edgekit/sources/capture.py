@@ -7,7 +7,7 @@ import time
 from typing import Callable
 
 from edgekit.errors import InputError, SourceError
-from edgekit.sources.frames import Channel, Frame, background_priority
+from edgekit.sources.frames import Handoff, Frame, background_priority
 from edgekit.sources.readers import Reader
 from edgekit.sources.reading import BackgroundReading, log
 from edgekit.sources.spec import Reconnect, SourceSpec
@@ -27,7 +27,7 @@ class ThreadedReading(BackgroundReading):
         self._opener = opener
         self._reconnect = reconnect
         self._fresh = fresh
-        self._buffer: Channel[Frame] = Channel(buffer, keep_latest=spec.live)
+        self._buffer: Handoff[Frame] = Handoff(buffer, keep_latest=spec.live)
 
     def _next(self, timeout: float | None) -> Frame | None:
         frame = self._buffer.get(timeout)

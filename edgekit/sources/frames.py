@@ -1,4 +1,4 @@
-"""Frames and the hand-over between threads: :class:`Frame`, :class:`Channel`, and the CPU
+"""Frames and the hand-over between threads: :class:`Frame`, :class:`Handoff`, and the CPU
 priority of work that only has to stay ahead of the model."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Generic, NamedTuple, TypeVar
 import cv2
 import numpy as np
 
-__all__ = ["BACKGROUND_NICE", "Channel", "Frame", "SourceStats", "background_priority"]
+__all__ = ["BACKGROUND_NICE", "Handoff", "Frame", "SourceStats", "background_priority"]
 
 T = TypeVar("T")
 BACKGROUND_NICE = 19
@@ -50,7 +50,8 @@ class Frame:
         self.capture_ts = capture_ts  # time.perf_counter() when it was ready (a realtime file: when it was due)
         self.timestamp = timestamp  # time.time() at the same moment
         self.capture_ms = capture_ms  # reading and decoding it
-        self._rgb, self._bgr = (None, image) if bgr else (image, None)
+        self._rgb: np.ndarray | None = None if bgr else image
+        self._bgr: np.ndarray | None = image if bgr else None
 
     @property
     def image(self) -> np.ndarray:
@@ -86,7 +87,7 @@ class SourceStats(NamedTuple):
     reopens: int
 
 
-class Channel(Generic[T]):
+class Handoff(Generic[T]):
     """Hands items from one thread to another: newest-only (an unread item is replaced and
     counted in :attr:`dropped`) or a bounded FIFO (``put`` waits for room)."""
 

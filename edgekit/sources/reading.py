@@ -21,12 +21,12 @@ from edgekit.sources.frames import Frame, SourceStats
 from edgekit.sources.readers import BadFrame, Reader
 from edgekit.sources.spec import SourceSpec
 
-__all__ = ["Reading", "PulledReading", "BackgroundReading"]
+__all__ = ["SourceReading", "PulledReading", "BackgroundReading"]
 
 log = logging.getLogger("edgekit.sources")
 
 
-class Reading(abc.ABC):
+class SourceReading(abc.ABC):
     """One way of reading ``reader`` (opened for ``spec``); it closes the reader when done."""
 
     def __init__(self, spec: SourceSpec, reader: Reader) -> None:
@@ -114,7 +114,7 @@ class Reading(abc.ABC):
                 log.debug("closing the reader of %s failed", self.spec, exc_info=True)
 
 
-class PulledReading(Reading):
+class PulledReading(SourceReading):
     """A file or folder read in the thread that calls :meth:`get`, one caller at a time: workers
     that take turns on a file read it themselves (while one reads and resizes, the other infers),
     so a capture thread would only add a hand-over per frame."""
@@ -163,7 +163,7 @@ class PulledReading(Reading):
         self._ended = True
 
 
-class BackgroundReading(Reading):
+class BackgroundReading(SourceReading):
     """A reading whose reader is used in a capture thread named ``edgekit-capture`` (:meth:`_run`),
     frames handed to the consumer by :meth:`_next`; the thread's error is raised from :meth:`get`."""
 

@@ -11,7 +11,7 @@ from edgekit.sources.capture import ThreadedReading
 from edgekit.sources.frames import Frame, SourceStats
 from edgekit.sources.lazy import LazyReading
 from edgekit.sources.readers import Reader, is_lazy, open_reader
-from edgekit.sources.reading import PulledReading, Reading
+from edgekit.sources.reading import PulledReading, SourceReading
 from edgekit.sources.spec import Reconnect, SourceSpec, parse_source
 
 __all__ = ["ReadMode", "VideoSource"]
@@ -59,7 +59,7 @@ class VideoSource:
         self._buffer = buffer
         self._opener = opener
         self._reader: Reader | None = None  # opened, not yet handed to a reading
-        self._reading: Reading | None = None
+        self._reading: SourceReading | None = None
         self._closed = False
 
     def open(self) -> VideoSource:
@@ -78,7 +78,7 @@ class VideoSource:
             self._reading.start()
         return self
 
-    def _reading_for(self, reader: Reader, consumers: int) -> Reading:
+    def _reading_for(self, reader: Reader, consumers: int) -> SourceReading:
         mode = self.mode
         if mode is ReadMode.AUTO:
             mode = ReadMode.PULL if consumers > 1 and not self.spec.live else ReadMode.THREAD

@@ -15,10 +15,11 @@ Numpy only (SciPy solves the assignment when it is installed)::
 from __future__ import annotations
 
 from edgekit.track.bytetrack import ByteTracker, Track, Tracked, TrackedDetections, TrackerOptions, TrackState
-from edgekit.track.line import Anchor, CountingLine, Crossing, Direction, ZoneCrossing, ZoneEvent
+from edgekit.track.line import LINE_ANCHORS, Anchor, CountingLine, Crossing, Direction, ZoneCrossing, ZoneEvent
 
 __all__ = [
     "Anchor",
+    "LINE_ANCHORS",
     "ByteTracker",
     "CountingLine",
     "Crossing",

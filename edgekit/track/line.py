@@ -22,20 +22,42 @@ import numpy as np
 
 from edgekit.errors import ConfigError
 
-__all__ = ["Anchor", "CountingLine", "Crossing", "Direction", "ZoneCrossing", "ZoneEvent"]
+__all__ = ["Anchor", "LINE_ANCHORS", "CountingLine", "Crossing", "Direction", "ZoneCrossing", "ZoneEvent"]
 
 
 class Anchor(str, enum.Enum):
-    """The point of a box that crosses the line."""
+    """Which point(s) of a box stand for it: the one that crosses a counting line, the ones that
+    must lie inside a zone for the box to count there (``[[zones]] anchor``, ``[line] anchor``)."""
 
     CENTER = "center"
     BOTTOM_CENTER = "bottom_center"  # where an object seen from the side stands on the belt
+    ALL_CORNERS = "all_corners"  # the whole box (inside a zone; a line needs one point)
 
     def point(self, boxes: np.ndarray) -> np.ndarray:
-        """(N, 2) anchor points of (N, 4) xyxy boxes."""
+        """(N, 2) anchor points of (N, 4) xyxy boxes (one-point anchors: see :data:`LINE_ANCHORS`).
+
+        Raises:
+            ConfigError: the anchor is ALL_CORNERS, which is four points.
+        """
+        if self is Anchor.ALL_CORNERS:
+            raise ConfigError("a box crosses a line at one point: anchor center or bottom_center, not all_corners")
         boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
         y = boxes[:, 3] if self is Anchor.BOTTOM_CENTER else (boxes[:, 1] + boxes[:, 3]) / 2
         return np.stack([(boxes[:, 0] + boxes[:, 2]) / 2, y], axis=1)
+
+    def points(self, boxes: np.ndarray) -> np.ndarray:
+        """(N, P, 2) anchor points of (N, 4) xyxy boxes (P = 4 for ALL_CORNERS, else 1)."""
+        x1, y1, x2, y2 = (boxes[:, i] for i in range(4))
+        if self is Anchor.CENTER:
+            pts = [((x1 + x2) / 2, (y1 + y2) / 2)]
+        elif self is Anchor.BOTTOM_CENTER:
+            pts = [((x1 + x2) / 2, y2)]
+        else:
+            pts = [(x1, y1), (x2, y1), (x2, y2), (x1, y2)]
+        return np.stack([np.stack(p, axis=-1) for p in pts], axis=1)
+
+
+LINE_ANCHORS = (Anchor.CENTER, Anchor.BOTTOM_CENTER)  # the anchors of one point, that can cross a line
 
 
 class Direction(str, enum.Enum):
@@ -120,6 +142,9 @@ class CountingLine(_OncePerTrack):
         self.end = np.asarray(end, dtype=np.float64).reshape(-1)
         self.direction, self.anchor, self.where = Direction(direction), Anchor(anchor), where
         at = f" ({where})" if where else ""
+        if self.anchor not in LINE_ANCHORS:
+            raise ConfigError(f"line {name!r}{at}: a box crosses a line at one point: anchor "
+                              f"{' or '.join(a.value for a in LINE_ANCHORS)}, not {self.anchor.value}")
         if self.start.shape != (2,) or self.end.shape != (2,) or not np.isfinite([*self.start, *self.end]).all():
             raise ConfigError(f"line {name!r}{at}: start and end must be [x, y] points of finite numbers, got "
                               f"{list(start)} and {list(end)}")

@@ -31,7 +31,7 @@ import cv2
 import numpy as np
 import pytest
 
-from edgekit.errors import ConfigError, ModelError
+from edgekit.errors import ModelError
 from edgekit.inspect.modelwatch import ModelWatcher, find_versions
 from tests.conftest import shared_model, write_mjpg
 
@@ -389,9 +389,9 @@ def test_config_paths_are_the_operators_choice_from_the_configs_folder(tmp_path:
 
 def test_network_endpoints_listen_on_localhost_unless_configured(tmp_path: Path) -> None:
     from edgekit.inspect import Triggers, parse_config
-    from edgekit.inspect.metrics import Metrics
+    from edgekit.inspect.metrics import CellMetrics
 
-    metrics = Metrics()
+    metrics = CellMetrics()
     metrics.serve(port=0)
     triggers = Triggers(http_port=0).start()
     try:

@@ -12,7 +12,6 @@ import pytest
 from edgekit.cli import main
 from edgekit.preprocess import load_image
 from edgekit.runtimes import inspect_model
-from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slow  # the models are built with TensorFlow once per session
 

@@ -15,7 +15,6 @@ from edgekit.errors import InputError, ModelError
 from edgekit.contract.preprocessing import preprocessing_for
 from edgekit.preprocess import ResizeMode, fit, to_input
 from edgekit.segment import Segmentation
-from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slow  # the models are built with TensorFlow once per session (~10 s)
 

@@ -13,7 +13,7 @@ from edgekit.inspect.dashboard.config import DashboardConfig, resolve_token
 from edgekit.inspect.dashboard.render import overlay_of
 from edgekit.inspect.dashboard.server import Dashboard
 
-from edgekit.inspect.stage import CellView, FrameOutcome
+from edgekit.inspect.stage import CellView, JudgedFrame
 
 if TYPE_CHECKING:
     from edgekit.inspect.config import InspectionConfig
@@ -46,7 +46,7 @@ class DashboardStage:
     def __init__(self, dashboard: Dashboard, parts: PartsStage | None = None) -> None:
         self.dashboard, self.parts = dashboard, parts
 
-    def observe(self, frame: FrameOutcome) -> None:
+    def on_frame(self, frame: JudgedFrame) -> None:
         """Hands over the newest frame; never waits for a viewer."""
         self.dashboard.observe(frame.result, self.parts.last if self.parts is not None else None)
 

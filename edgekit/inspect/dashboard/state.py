@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 
+from edgekit.inspect.verdict import Verdict
+
 if TYPE_CHECKING:
     from edgekit.inspect.events import Event
     from edgekit.results import FrameResult
@@ -46,12 +48,12 @@ def shift_start(now: dt.datetime, shifts: Iterable[int]) -> dt.datetime:
 class Tally:
     """Verdicts counted by outcome and by reason ("none" for a PASS; several defects joined by "+")."""
 
-    by_verdict: dict[str, int] = field(default_factory=lambda: {"PASS": 0, "FAIL": 0})
+    by_verdict: dict[str, int] = field(default_factory=lambda: {v.value: 0 for v in Verdict})
     by_reason: dict[str, int] = field(default_factory=dict)
 
     def add(self, verdict: str, reason: str) -> None:
         self.by_verdict[verdict] = self.by_verdict.get(verdict, 0) + 1
-        if verdict != "PASS":
+        if verdict != Verdict.PASS.value:
             self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,7 +192,7 @@ class LiveState:
                 self.last_part = max(self.last_part, number)
             reason = "+".join(sorted(payload.get("reasons") or [])) or "none"
             self.counters.add(str(payload.get("verdict")), reason, d["timestamp"])
-        elif kind == "inspection" and payload.get("verdict") in ("PASS", "FAIL", None):
+        elif kind == "inspection" and payload.get("verdict") in (*(v.value for v in Verdict), None):
             self.frame_counters.add(str(payload.get("verdict") or "ERROR"), _reason_of(payload), d["timestamp"])
         d["payload"] = payload
         with self._events_lock:

@@ -23,7 +23,6 @@ from edgekit.contract.anchors import (
 )
 from edgekit.errors import InputError, ModelError
 from edgekit.preprocess import ResizeMode, Transform, fit
-from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
 
 # --- reference, written from MediaPipe's C++ (loops kept as they are there) ----------------------
 

@@ -15,7 +15,6 @@ from edgekit.contract.readings import AmbiguousOutputsError, read_outputs
 from edgekit.errors import ModelError
 from edgekit.runtimes import TensorSpec, inspect_model
 from tests.conftest import shared_model
-from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
 
 F32, I64, I32, U8, I8 = np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.uint8), \
     np.dtype(np.int8)

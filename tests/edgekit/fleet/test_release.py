@@ -161,28 +161,29 @@ def test_a_cell_judging_parts_has_its_fail_rate_watched() -> None:
     import numpy as np
 
     from edgekit.fleet.cellhook import frame_health
-    from edgekit.inspect.parts import Outcome, PartVerdict
+    from edgekit.inspect.parts import PartVerdict
+    from edgekit.inspect.verdict import Verdict
     from edgekit.results import Detections, FrameResult
 
-    def part(outcome: Outcome) -> PartVerdict:
-        return PartVerdict(1, 1, "part", outcome, ("dent",) if outcome is Outcome.FAIL else (), (), 0, 9, 10, 0.0,
+    def part(outcome: Verdict) -> PartVerdict:
+        return PartVerdict(1, 1, "part", outcome, ("dent",) if outcome is Verdict.FAIL else (), (), 0, 9, 10, 0.0,
                            1.0, 9, 1.0, 0.0, "line", (0, 0, 1, 1), 3, 0.9)
 
     frame = FrameResult(0, 0.0, 0.0, 0.0, Detections(np.array([[0, 0, 1, 1], [0, 0, 2, 2]]), np.array([0.25, 0.75]),
                                                      np.array([0, 0])))
     assert frame_health(frame, []) == (0.75, None)  # no part crossed: no verdict
-    assert frame_health(frame, [], [part(Outcome.PASS)]) == (0.75, False)
-    assert frame_health(frame, [], [part(Outcome.PASS), part(Outcome.FAIL)]) == (0.75, True)
+    assert frame_health(frame, [], [part(Verdict.PASS)]) == (0.75, False)
+    assert frame_health(frame, [], [part(Verdict.PASS), part(Verdict.FAIL)]) == (0.75, True)
     failed_frame = SimpleNamespace(verdict=SimpleNamespace(passed=False))
-    assert frame_health(frame, [failed_frame], [part(Outcome.PASS)]) == (0.75, True)
+    assert frame_health(frame, [failed_frame], [part(Verdict.PASS)]) == (0.75, True)
 
     tracker = HealthTracker(HealthThresholds(window=40, baseline=40))
     tracker.switched(1, trial=False)
     for i in range(40):  # a part crosses every 4th frame; 1 in 10 fails
-        tracker.observe(*frame_health(frame, [], [part(Outcome.FAIL if i % 40 == 0 else Outcome.PASS)] if i % 4 == 0
+        tracker.observe(*frame_health(frame, [], [part(Verdict.FAIL if i % 40 == 0 else Verdict.PASS)] if i % 4 == 0
                                       else []))
     tracker.switched(2, trial=True)
     verdict = None
     for i in range(40):  # the new version fails every part
-        verdict = tracker.observe(*frame_health(frame, [], [part(Outcome.FAIL)] if i % 4 == 0 else [])) or verdict
+        verdict = tracker.observe(*frame_health(frame, [], [part(Verdict.FAIL)] if i % 4 == 0 else [])) or verdict
     assert verdict is not None and verdict.health is Health.REGRESSED and "FAIL rate" in verdict.reason

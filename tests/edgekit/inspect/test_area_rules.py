@@ -11,7 +11,6 @@ from edgekit.inspect.config import parse_config
 from edgekit.inspect.inspector import Inspector
 from edgekit.inspect.rules import Rule, Zone, evaluate
 from edgekit.segment import segmentation_of
-from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
 
 CONFIG = """\
 device = "cell-1"

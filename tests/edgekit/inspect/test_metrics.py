@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 
 from edgekit.errors import ConfigError
-from edgekit.inspect.metrics import Metrics
+from edgekit.inspect.metrics import CellMetrics
 
 parser = pytest.importorskip("prometheus_client.parser")
 
@@ -25,14 +25,14 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 @pytest.fixture
-def metrics() -> Iterator[Metrics]:
-    m = Metrics(device="cell-7")
+def metrics() -> Iterator[CellMetrics]:
+    m = CellMetrics(device="cell-7")
     m.serve(port=0)
     yield m
     m.close()
 
 
-def test_scrape_after_a_run(metrics: Metrics) -> None:
+def test_scrape_after_a_run(metrics: CellMetrics) -> None:
     metrics.frame_counts(captured=10, processed=8, dropped=2)
     metrics.frame_counts(captured=25, processed=20, dropped=5)  # running totals: only the increase counts
     for ms in (4, 6, 30, 250):
@@ -64,36 +64,36 @@ def test_scrape_after_a_run(metrics: Metrics) -> None:
     assert s[("edgekit_device_info", (("device", "cell-7"),))] == 1
 
 
-def test_zero_series_present_from_the_start(metrics: Metrics) -> None:
+def test_zero_series_present_from_the_start(metrics: CellMetrics) -> None:
     s = scrape(metrics.port)  # type: ignore[arg-type]
     for stage in ("captured", "processed", "dropped"):
         assert s[("edgekit_frames_total", (("stage", stage),))] == 0
     assert s[("edgekit_inspections_total", (("result", "fail"),))] == 0
 
 
-def test_bound_to_localhost_by_default(metrics: Metrics) -> None:
+def test_bound_to_localhost_by_default(metrics: CellMetrics) -> None:
     assert metrics._server.server_address[0] == "127.0.0.1"  # type: ignore[union-attr]
 
 
 def test_registries_are_private() -> None:
-    a, b = Metrics(device="a"), Metrics(device="b")
+    a, b = CellMetrics(device="a"), CellMetrics(device="b")
     a.observe_verdict(True)
     assert 'edgekit_inspections_total{result="pass"} 1.0' in a.text()
     assert 'edgekit_inspections_total{result="pass"} 0.0' in b.text()
 
 
-def test_port_taken_is_a_config_error(metrics: Metrics) -> None:
+def test_port_taken_is_a_config_error(metrics: CellMetrics) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         with pytest.raises(ConfigError, match=r"cannot serve metrics on 127\.0\.0\.1"):
-            Metrics().serve(port=s.getsockname()[1])
+            CellMetrics().serve(port=s.getsockname()[1])
     with pytest.raises(ConfigError, match="already served"):
         metrics.serve(port=0)
 
 
 def test_close_twice_and_stops_serving() -> None:
-    m = Metrics()
+    m = CellMetrics()
     port = m.serve(port=0)
     m.close()
     m.close()
@@ -101,7 +101,7 @@ def test_close_twice_and_stops_serving() -> None:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1)
 
 
-def test_last_error_is_cut(metrics: Metrics) -> None:
+def test_last_error_is_cut(metrics: CellMetrics) -> None:
     metrics.record_error("loop", "x" * 1000)
     s: dict[Any, float] = scrape(metrics.port)  # type: ignore[arg-type]
     [labels] = [dict(k[1]) for k in s if k[0] == "edgekit_last_error_info"]

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from edgekit.errors import ConfigError
-from edgekit.inspect.parts import Evidence, Outcome, PartInspector, PartsOptions
+from edgekit.inspect.parts import Evidence, PartInspector, PartsOptions
+from edgekit.inspect.verdict import Verdict
 from edgekit.results import Detections
 from edgekit.track import CountingLine, Direction, TrackerOptions
 
@@ -43,7 +44,7 @@ def test_one_verdict_per_part_matching_the_truth(make_parts_belt, seed, kwargs):
     if kwargs.get("rows", 1) == 1:
         assert [tuple(sorted(v.reasons)) for v in verdicts] == belt.truth  # in belt order
     for v in verdicts:
-        assert v.outcome is (Outcome.FAIL if v.reasons else Outcome.PASS)
+        assert v.outcome is (Verdict.FAIL if v.reasons else Verdict.PASS)
         assert v.first_frame <= v.crossed_frame <= v.last_frame and v.frames_seen > 5
         assert v.crossed_at == pytest.approx(1000.0 + v.crossed_frame / 15) and v.captured_at == v.crossed_frame
     assert inspector.following == 0
@@ -54,10 +55,10 @@ def test_one_noisy_frame_does_not_fail_a_good_part(make_parts_belt):
     flickered = sum(int((d.class_ids > 0).any()) for d in belt.frames)
     assert flickered >= 10  # the belt does have one-frame false alarms, a few on each part
     _, verdicts = _run(belt, PartsOptions(parts=("part",), defects=("scratch", "dent"), min_frames=8))
-    assert [v.outcome for v in verdicts] == [Outcome.PASS] * 7
+    assert [v.outcome for v in verdicts] == [Verdict.PASS] * 7
     assert any(e.frames == 1 and not e.counted for v in verdicts for e in v.defects)
     _, strict = _run(belt, PartsOptions(parts=("part",), defects=("scratch", "dent"), min_frames=1))
-    assert any(v.outcome is Outcome.FAIL for v in strict)  # what per-frame judging would do
+    assert any(v.outcome is Verdict.FAIL for v in strict)  # what per-frame judging would do
 
 
 def test_score_evidence(make_parts_belt):
@@ -196,7 +197,7 @@ def test_a_piece_of_a_part_seen_as_its_own_box_is_not_a_second_part():
 
     inspector, verdicts = run(0.7)
     assert len(verdicts) == 1 and inspector.pieces == 1
-    assert verdicts[0].outcome is Outcome.FAIL and verdicts[0].reasons == ("dent",)
+    assert verdicts[0].outcome is Verdict.FAIL and verdicts[0].reasons == ("dent",)
     assert verdicts[0].crossed_frame == 28  # the whole part's centre (x + 80) passes 300 between 27 and 28
     _, off = run(PartsOptions(parts=("part",)).piece_overlap)
     assert len(off) == 2  # without the rule (the default) the piece is a part of its own

@@ -38,14 +38,15 @@ def test_truth_boxes_through_the_parts_logic_come_out_exactly(tmp_path: Path, se
 
 
 def test_score_and_table_show_misses_and_wrong_verdicts():
-    from edgekit.inspect.parts import Outcome, PartVerdict
+    from edgekit.inspect.parts import PartVerdict
+    from edgekit.inspect.verdict import Verdict
 
-    def verdict(seq: int, outcome: Outcome, reasons: tuple[str, ...] = ()) -> PartVerdict:
+    def verdict(seq: int, outcome: Verdict, reasons: tuple[str, ...] = ()) -> PartVerdict:
         return PartVerdict(seq, seq, "part", outcome, reasons, (), 0, 9, 10, 0.0, 1.0, 9, 1.0, 0.0, "line",
                            (0, 0, 1, 1), 3, 0.9)
 
     truth = [TruePart(0, (), 5), TruePart(1, ("dent",), 20), TruePart(2, (), 40)]
-    score = score_parts([verdict(1, Outcome.PASS), verdict(2, Outcome.PASS)], truth)
+    score = score_parts([verdict(1, Verdict.PASS), verdict(2, Verdict.PASS)], truth)
     assert (score.counted, score.expected, score.count_error, score.right) == (2, 3, -1, 1)
     assert not score.exact and score.accuracy == pytest.approx(1 / 3)
     table = score.markdown()
@@ -81,15 +82,16 @@ def test_parts_section_for_the_demo_summary(tmp_path: Path):
 def test_score_within_frames_pairs_by_crossing_frame():
     """One missed part does not shift every later pair: verdicts are paired with the true part that crossed
     at about the same frame."""
-    from edgekit.inspect.parts import Outcome, PartVerdict
+    from edgekit.inspect.parts import PartVerdict
+    from edgekit.inspect.verdict import Verdict
 
-    def verdict(seq: int, frame: int, outcome: Outcome) -> PartVerdict:
+    def verdict(seq: int, frame: int, outcome: Verdict) -> PartVerdict:
         return PartVerdict(seq, seq, "part", outcome, (), (), 0, 9, 10, 0.0, 1.0, frame, 1.0, 0.0, "line",
                            (0, 0, 1, 1), 3, 0.9)
 
     truth = [TruePart(0, (), 5), TruePart(1, ("dent",), 20), TruePart(2, (), 40), TruePart(3, ("dent",), 60)]
-    verdicts = [verdict(1, 6, Outcome.PASS), verdict(2, 41, Outcome.PASS), verdict(3, 61, Outcome.FAIL),
-                verdict(4, 90, Outcome.PASS)]
+    verdicts = [verdict(1, 6, Verdict.PASS), verdict(2, 41, Verdict.PASS), verdict(3, 61, Verdict.FAIL),
+                verdict(4, 90, Verdict.PASS)]
     in_order = score_parts(verdicts, truth)
     assert in_order.right == 1 and in_order.count_error == 0  # the miss and the extra cancel out in the count
     aligned = score_parts(verdicts, truth, within=5)
@@ -102,14 +104,15 @@ def test_score_within_frames_pairs_by_crossing_frame():
 def test_parts_side_by_side_are_paired_by_row(tmp_path: Path):
     """Two parts abreast cross a frame apart, in either order: each verdict goes with the true part in
     its row (crossing_truth keeps the row of each crossing), not with whichever crossed first."""
-    from edgekit.inspect.parts import Outcome, PartVerdict
+    from edgekit.inspect.parts import PartVerdict
+    from edgekit.inspect.verdict import Verdict
 
-    def verdict(seq: int, frame: int, outcome: Outcome, row: float) -> PartVerdict:
+    def verdict(seq: int, frame: int, outcome: Verdict, row: float) -> PartVerdict:
         return PartVerdict(seq, seq, "part", outcome, (), (), 0, 9, 10, 0.0, 1.0, frame, 1.0, 0.0, "line",
                            (100, row - 30, 160, row + 30), 3, 0.9)
 
     truth = [TruePart(0, ("dent",), 10, row=240.0), TruePart(1, (), 11, row=80.0)]
-    verdicts = [verdict(1, 10, Outcome.PASS, 85.0), verdict(2, 11, Outcome.FAIL, 236.0)]
+    verdicts = [verdict(1, 10, Verdict.PASS, 85.0), verdict(2, 11, Verdict.FAIL, 236.0)]
     score = score_parts(verdicts, truth, within=8)
     assert [(r.verdict.sequence, r.truth.part_id) for r in score.rows] == [(1, 1), (2, 0)]
     assert score.right == 2

@@ -273,7 +273,7 @@ def test_a_fleet_trial_sees_the_part_verdicts(tmp_path: Path, make_parts_belt) -
     config = parse_config(text, name="cell.toml", base=tmp_path)
     seen: list[bool | None] = []
     with Cell(config, detector=_Detector(belt.frames, tmp_path / "model.tflite")) as cell:
-        cell.stages.append(SimpleNamespace(observe=lambda frame: seen.append(frame_health(
+        cell.stages.append(SimpleNamespace(on_frame=lambda frame: seen.append(frame_health(
             frame.result, frame.decisions, frame.parts)[1])))
         verdicts = list(cell.run())
     judged = [failed for failed in seen if failed is not None]

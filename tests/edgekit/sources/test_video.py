@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from edgekit.errors import InputError, SourceError
-from edgekit.sources import (Channel, Frame, ReadMode, Reconnect, SourceKind, SourceSpec, VideoSource, is_lazy,
+from edgekit.sources import (Handoff, Frame, ReadMode, Reconnect, SourceKind, SourceSpec, VideoSource, is_lazy,
                              open_reader, parse_source)
 from edgekit.sources.capture import ThreadedReading
 from edgekit.sources.lazy import LazyReading
@@ -61,7 +61,9 @@ def files(tmp_path: Path) -> Path:
     ("{tmp}/imgs/*.jpg", SourceKind.IMAGES, "{tmp}/imgs/*.jpg"),
 ])
 def test_parse_source(files: Path, given: object, kind: SourceKind, target: object) -> None:
-    fix = (lambda v: v.format(tmp=files) if isinstance(v, str) else v)
+    def fix(v: object) -> object:
+        return v.format(tmp=files) if isinstance(v, str) else v
+
     spec = parse_source(fix(given))  # type: ignore[arg-type]
     assert (spec.kind, spec.target) == (kind, fix(target))
 
@@ -174,7 +176,7 @@ def test_a_file_is_read_at_background_priority_but_a_live_source_is_not(tmp_path
 
 
 def test_channel_keeps_only_the_newest_item() -> None:
-    ch: Channel[int] = Channel(keep_latest=True)
+    ch: Handoff[int] = Handoff(keep_latest=True)
     for i in range(5):
         ch.put(i)
     assert ch.get(timeout=0.1) == 4 and ch.dropped == 4
@@ -183,7 +185,7 @@ def test_channel_keeps_only_the_newest_item() -> None:
 
 
 def test_channel_fifo_waits_for_room_and_close_releases_the_writer() -> None:
-    ch: Channel[int] = Channel(2)
+    ch: Handoff[int] = Handoff(2)
     assert ch.put(1) and ch.put(2)
     results: list[bool] = []
     t = threading.Thread(target=lambda: results.append(ch.put(3)))
