@@ -270,7 +270,9 @@ distribution is edgekit-tflite" ;;
         # ask for ai-edge-litert: install it without its dependency list, then that list
         # without ai-edge-litert, with tflite-runtime instead.
         # numpy<2 first, from piwheels, so that no later step ever fetches numpy 2's source.
-        run "${pip[@]}" install "${index[@]}" "${pins[@]}" tflite-runtime
+        run "${pip[@]}" install "${index[@]}" "${pins[@]}" tflite-runtime \
+            || die "pip could not install numpy<2, OpenCV and tflite-runtime for 32-bit ARM (above). They come \
+from piwheels ($PIWHEELS): PyPI has no armv7l wheels of them. Check this device reaches it: curl -sI $PIWHEELS/numpy/"
         run "${pip[@]}" install --no-deps "$PACKAGE"
         printf '+ %s\n' "pip install ${index[*]} ${pins[*]} \$(requirements of the installed edgekit distribution without ai-edge-litert)"
         if [ "$DRY_RUN" = 0 ]; then
