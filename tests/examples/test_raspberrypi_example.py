@@ -151,12 +151,25 @@ def test_install_help_is_usage_not_source() -> None:
     assert "set -euo" not in r.stdout and "#" not in r.stdout
 
 
-def test_install_sh_passes_shellcheck() -> None:
+@pytest.mark.parametrize("script", [INSTALL, ROOT / ".ci" / "arm"], ids=["install.sh", "ci-arm"])
+def test_install_sh_passes_shellcheck(script: Path) -> None:
     exe = shutil.which("shellcheck")
     if exe is None:
         pytest.skip("shellcheck not installed (apt-get install shellcheck)")
-    r = subprocess.run([exe, str(INSTALL)], capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run([exe, str(script)], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_arm_stage_says_loudly_when_it_cannot_run_and_fails_only_when_required(tmp_path: Path) -> None:
+    """Not root here (runuser to nobody): it cannot build roots; a skip is loud, and an error with
+    EDGEKIT_REQUIRE_ARM=1."""
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("needs root to run the stage as another user")
+    for require, rc in (("0", 0), ("1", 1)):
+        r = subprocess.run(["runuser", "-u", "nobody", "--", "env", f"EDGEKIT_REQUIRE_ARM={require}",
+                            f"EDGEKIT_ARM_WORK={tmp_path}", "bash", str(ROOT / ".ci" / "arm")],
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == rc and "ARM STAGE NOT RUN: needs root" in r.stderr, r.stderr
 
 
 def test_32bit_requirements_are_the_package_list_without_ai_edge_litert() -> None:
