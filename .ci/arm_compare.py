@@ -2,6 +2,7 @@
 
     python .ci/arm_compare.py prepare CASE MODELS IMAGES    models, photos, a video, a config; x86's outputs
     python .ci/arm_compare.py compare CASE WORK ARCH        WORK/ARCH-*: what the root printed
+    python arm_compare.py selftest CASE/golden              (in the root) x86's releases' golden self-tests
 
 Tolerances (int8 kernels, cv2.resize and MJPG decoding round differently on aarch64 and armv7l):
 - classify: top-1 equal, or a near-tie named (the two classes within 2 quantization steps, 2/256,
@@ -10,7 +11,9 @@ Tolerances (int8 kernels, cv2.resize and MJPG decoding round differently on aarc
   box edge within 2 pixels of the model's input (scaled to the photo); a detection within 2 steps
   of the threshold may appear on one machine only;
 - inspect on a video: at least 80 % of the frames' verdicts equal (x86 against arm64 measured 29/30);
-- app.py on a photo, doctor, inspect --check: the same verdict; no failing check; "config OK".
+- app.py on a photo, doctor, inspect --check: the same verdict; no failing check; "config OK";
+- golden self-tests of releases written on x86 (ai-edge-litert): each accepted in the root, and a
+  different model (mobilenet_v1 against mobilenet_v2's goldens) refused.
 """
 
 from __future__ import annotations
@@ -108,10 +111,39 @@ def prepare(case: Path, models: Path, images: Path) -> None:
                                                "--json", "--source", *photos))
     (x86 / "inspect.jsonl").write_text(_edgekit("inspect", "-c", str(x86 / "inspection.toml"), "--max-frames",
                                                 str(INSPECT_FRAMES), "--json"))
+    from edgekit.inspect.selftest import write_expected_outputs
+
+    for m, size in ((MODELS[0], 224), (MODELS[1], 128), (DETECTOR, 300)):
+        root = case / "golden" / m
+        (root / "golden").mkdir(parents=True)
+        for p in PHOTOS:
+            img = cv2.resize(cv2.imread(str(images / p)), (size, size), interpolation=cv2.INTER_AREA)
+            np.save(root / "golden" / f"{Path(p).stem}.npy", img[:, :, ::-1].copy())
+        write_expected_outputs(case / "models" / f"{m}.tflite", root, 1)
+        shutil.copy(case / "models" / f"{m}.tflite", root / "1" / "model.tflite")
     r = subprocess.run([sys.executable, str(REPO / "examples/raspberrypi/app.py"), "--config",
                         str(x86 / "inspection.toml"), "--image", str(case / "images" / "kite_and_cold.jpg")],
                        capture_output=True, text=True, check=False, timeout=600)
     (x86 / "app.txt").write_text(r.stdout)
+
+
+def selftest(golden: Path) -> None:
+    """In the root: each x86 release's self-test, and a different model against mobilenet_v2's goldens."""
+    from edgekit.errors import ModelError
+    from edgekit.inspect.selftest import golden_inputs, self_test
+    from edgekit.runtimes import load_model
+
+    out: dict[str, str] = {}
+    runs = [(m, golden / m / "1" / "model.tflite", golden / m) for m in (*MODELS, DETECTOR)]
+    runs.append(("different model", golden / MODELS[1] / "1" / "model.tflite", golden / MODELS[0]))
+    for name, model, root in runs:
+        try:
+            with load_model(model) as mod:
+                compared, _ = self_test(mod, root / "1", golden_inputs(root))
+            out[name] = f"accepted ({compared} cases)"
+        except ModelError as exc:
+            out[name] = f"refused: {exc}"
+    print(json.dumps(out))
 
 
 def _lines(path: Path) -> list[dict]:
@@ -194,6 +226,11 @@ def compare(case: Path, work: Path, arch: str) -> int:
     if app_a != app_b:
         problems.append(f"app.py --image: {app_b!r} against x86's {app_a!r}")
     figures["app.py verdict"] = app_b
+    tests = json.loads((work / f"{arch}-selftest.json").read_text())
+    for name, said in tests.items():
+        if said.startswith("accepted") is (name == "different model"):
+            problems.append(f"golden self-test {name}: {said}")
+    figures["golden self-tests"] = {k: v.split(":")[0] for k, v in tests.items()}
     for line in notes:
         print(f"ci/arm: {arch}: note: {line}")
     for line in problems:
@@ -206,6 +243,8 @@ def compare(case: Path, work: Path, arch: str) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "prepare":
         prepare(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "selftest":
+        selftest(Path(sys.argv[2]))
     elif len(sys.argv) == 5 and sys.argv[1] == "compare":
         sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]))
     else:
