@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install edgekit as an inspection service on Raspberry Pi OS Bookworm (see README.md beside it).
+# Install edgekit as an inspection service on Raspberry Pi OS Bookworm, or any Debian 12 based
+# arm64/armhf board (see README.md beside it).
 #
 # Usage: sudo bash install.sh [options]
 #
@@ -14,14 +15,24 @@
 #                    on the package index that is another project)
 #   --prefix DIR     virtual environment and model folder (default /opt/edgekit)
 #   --user NAME      service user, and the group of the people who operate it (default edgekit)
+#   --picamera2 WHEN camera-module support (apt's python3-picamera2): auto (default: where apt
+#                    offers it, i.e. Raspberry Pi OS), yes (fail without it) or no (USB cameras,
+#                    video files and streams only; other Debian boards)
 #   --edgetpu        also Coral's Edge TPU runtime libedgetpu1-std from Coral's apt repository
+#                    (installs curl and gnupg for its key)
 #   --edgetpu-max    libedgetpu1-max instead (faster, hotter: cool the Coral)
 #   --root DIR       install into DIR as if it were / (a staging tree; the test suite uses it):
 #                    /etc, /var/lib, /run and /usr/local/bin go below DIR, and the unit and the
 #                    config name those paths; the service user is still a real user
 #   --dry-run        print the commands instead of running them
-#   --start          start (restart) the service at the end
+#   --start          start (restart) the service at the end, only if the config check passes
+#                    and a model is there to serve (or the config follows a fleet channel)
 #   -h, --help       this text
+#
+# 32-bit Python (armhf, also under a Pi 4/5's 64-bit kernel): PyPI has no armv7l wheels of numpy,
+# OpenCV, Pillow or tflite-runtime; they come from piwheels (https://www.piwheels.org/simple),
+# which this script names with --extra-index-url as Raspberry Pi OS's /etc/pip.conf does. Without
+# access to piwheels, pip would try to build them from source, which fails on a Pi.
 #
 # The user who runs it through sudo joins the service's group: after logging in again they
 # may touch the trigger file and read events. Other operators: sudo usermod -aG edgekit NAME.
@@ -39,6 +50,8 @@ usage() {
 }
 
 die() { echo "install.sh: $*" >&2; exit 2; }
+
+PIWHEELS=https://www.piwheels.org/simple
 
 run() {
     # Print each command as it would be typed; run it unless --dry-run.
@@ -119,19 +132,21 @@ main() {
     PREFIX=""
     ROOT=""
     SERVICE_USER=edgekit
+    PICAMERA2=auto
     while [ $# -gt 0 ]; do
         case "$1" in
             --dry-run) DRY_RUN=1 ;;
             --start) START=1 ;;
             --edgetpu) EDGETPU=libedgetpu1-std ;;
             --edgetpu-max) EDGETPU=libedgetpu1-max ;;
-            --package|--prefix|--user|--root)
+            --package|--prefix|--user|--root|--picamera2)
                 if [ $# -lt 2 ] || [ -z "$2" ]; then die "$1 needs a value (see --help)"; fi
                 case "$1" in
                     --package) PACKAGE="$2" ;;
                     --prefix) PREFIX="$2" ;;
                     --user) SERVICE_USER="$2" ;;
                     --root) ROOT="$(realpath -m "$2")" ;;
+                    --picamera2) PICAMERA2="$2" ;;
                 esac
                 shift ;;
             -h|--help) usage; exit 0 ;;
@@ -150,6 +165,7 @@ main() {
         case "$path" in *'|'*|*' '*) die "paths with '|' or spaces are not supported: $path" ;; esac
     done
     [[ "$SERVICE_USER" =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--user $SERVICE_USER: not a valid user name"
+    case "$PICAMERA2" in auto|yes|no) ;; *) die "--picamera2 $PICAMERA2: expected auto, yes or no" ;; esac
     if [ -z "$PACKAGE" ]; then
         PACKAGE="$(default_package)"
         [ -n "$PACKAGE" ] || die "this script is not inside an edgekit clone; pass --package with a wheel, a \
@@ -172,14 +188,30 @@ distribution is edgekit-tflite" ;;
     bits="$(pointer_bits)"
     arch="${EDGEKIT_ARCH:-$(dpkg --print-architecture 2>/dev/null || uname -m)}"
     local apt_packages=(python3-venv python3-pip v4l-utils)
-    case "$arch" in
-        arm64|armhf|aarch64|armv7l|armv6l) apt_packages+=(python3-picamera2) ;;
-        *) echo "# note: $arch is not a Raspberry Pi OS architecture: no picamera2" >&2 ;;
-    esac
     local pins=("numpy<2" "opencv-python-headless<4.11")
+    local index=()
+    if [ "$bits" = 32 ]; then index=(--extra-index-url "$PIWHEELS"); fi
     echo "# edgekit install: $arch, ${bits}-bit Python, prefix $PREFIX, user $SERVICE_USER, package $PACKAGE"
+    if [ -n "$EDGETPU" ]; then apt_packages+=(curl gnupg ca-certificates); fi
 
     run apt-get update
+    # picamera2 is Raspberry Pi OS's (archive.raspberrypi.com), not Debian's: other arm64/armhf
+    # boards have no such package, and apt-get would stop at it.
+    local picamera2=0
+    case "$PICAMERA2" in
+        yes) picamera2=1 ;;
+        auto)
+            printf '+ %s\n' "apt-cache show python3-picamera2  (auto: install it where apt offers it)"
+            case "$arch" in
+                arm64|armhf|aarch64|armv7l|armv6l)
+                    if apt-cache show python3-picamera2 >/dev/null 2>&1; then picamera2=1; fi ;;
+            esac ;;
+    esac
+    if [ "$picamera2" = 1 ]; then
+        apt_packages+=(python3-picamera2)
+    else
+        echo "# note: no python3-picamera2 ($arch, --picamera2 $PICAMERA2): USB cameras, files and streams only" >&2
+    fi
     run apt-get install -y "${apt_packages[@]}"
 
     if [ -n "$EDGETPU" ]; then
@@ -212,8 +244,11 @@ distribution is edgekit-tflite" ;;
     if [ ${#groups[@]} -gt 0 ]; then
         run usermod -aG "$(IFS=,; echo "${groups[*]}")" "$SERVICE_USER"
     fi
-    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
-        run usermod -aG "$SERVICE_USER" "$SUDO_USER"
+    # The person installing joins the operators' group; a dry run without sudo shows it for $USER.
+    local operator="${SUDO_USER:-}"
+    if [ -z "$operator" ] && [ "$DRY_RUN" = 1 ]; then operator="${USER:-$(id -un)}"; fi
+    if [ -n "$operator" ] && [ "$operator" != root ]; then
+        run usermod -aG "$SERVICE_USER" "$operator"
     fi
 
     run install -d -m 0755 "$PREFIX" "$PREFIX/models" "$PREFIX/models/inspection" "$ETC" "$BINDIR" "$UNITDIR"
@@ -234,14 +269,17 @@ distribution is edgekit-tflite" ;;
         # The package's markers see platform_machine "aarch64" under a 64-bit kernel and would
         # ask for ai-edge-litert: install it without its dependency list, then that list
         # without ai-edge-litert, with tflite-runtime instead.
-        run "${pip[@]}" install "${pins[@]}" tflite-runtime
+        # numpy<2 first, from piwheels, so that no later step ever fetches numpy 2's source.
+        run "${pip[@]}" install "${index[@]}" "${pins[@]}" tflite-runtime \
+            || die "pip could not install numpy<2, OpenCV and tflite-runtime for 32-bit ARM (above). They come \
+from piwheels ($PIWHEELS): PyPI has no armv7l wheels of them. Check this device reaches it: curl -sI $PIWHEELS/numpy/"
         run "${pip[@]}" install --no-deps "$PACKAGE"
-        printf '+ %s\n' "pip install \$(requirements of the installed edgekit distribution without ai-edge-litert)"
+        printf '+ %s\n' "pip install ${index[*]} ${pins[*]} \$(requirements of the installed edgekit distribution without ai-edge-litert)"
         if [ "$DRY_RUN" = 0 ]; then
             local listed reqs
             listed="$(requirements_without_litert "$PREFIX/venv/bin/python")"  # set -e stops on a failure
             mapfile -t reqs <<< "$listed"
-            "${pip[@]}" install "${pins[@]}" "${reqs[@]}"
+            "${pip[@]}" install "${index[@]}" "${pins[@]}" "${reqs[@]}"
         fi
     else
         run "${pip[@]}" install "${pins[@]}" "$PACKAGE"
@@ -263,16 +301,24 @@ distribution is edgekit-tflite" ;;
     run runuser -u "$SERVICE_USER" -- "$PREFIX/venv/bin/edgekit" doctor --path "$STATE"
     # The config as the service will read it: as its user, with its secrets file loaded the
     # way systemd's EnvironmentFile= does. A failure is reported; it does not undo the install.
-    local checked=1
+    local checked=1 why="" report=""
     printf '+ %s\n' "runuser -u $SERVICE_USER -- env \$(secrets of $ETC/edgekit.env) $PREFIX/venv/bin/edgekit inspect --config $ETC/inspection.toml --check"
     if [ "$DRY_RUN" = 0 ]; then
         local secrets=()
         mapfile -t secrets < <(env_file_lines "$ETC/edgekit.env")
-        if ! runuser -u "$SERVICE_USER" -- env "${secrets[@]}" "$PREFIX/venv/bin/edgekit" inspect \
-                --config "$ETC/inspection.toml" --check; then
+        if ! report="$(runuser -u "$SERVICE_USER" -- env "${secrets[@]}" "$PREFIX/venv/bin/edgekit" inspect \
+                --config "$ETC/inspection.toml" --check)"; then
             checked=0
+            why="the config check failed (above)"
             echo "# the config check failed (above): fix $ETC/inspection.toml (or $ETC/edgekit.env) and" >&2
             echo "# check it again as README.md section 5 shows" >&2
+        fi
+        printf '%s\n' "$report"
+        # The check passes without a model (the folder may be filled later), but the service
+        # cannot run without one: it would restart every 10 s. A fleet config fetches its own.
+        if [ "$checked" = 1 ] && [[ "$report" == *"has no model version yet (put one at"* ]]; then
+            checked=0
+            why="there is no model to serve yet"
         fi
     fi
 
@@ -280,7 +326,9 @@ distribution is edgekit-tflite" ;;
         run systemctl restart edgekit.service
         run systemctl --no-pager status edgekit.service
     elif [ "$START" = 1 ]; then
-        echo "install.sh: installed, but not started: the config check failed" >&2
+        echo "install.sh: installed and enabled, but not started: $why." >&2
+        echo "install.sh: put a model at $PREFIX/models/inspection/1/model.tflite (README.md section 4), run" >&2
+        echo "install.sh: the check again, then: sudo systemctl start edgekit" >&2
         exit 1
     else
         echo "# next: put a model at $PREFIX/models/inspection/1/model.tflite, edit $ETC/inspection.toml,"

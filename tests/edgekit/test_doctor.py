@@ -37,7 +37,10 @@ def test_doctor_with_a_model(capsys: pytest.CaptureFixture[str], shared_models: 
     path = shared_model(shared_models, "mobilenet_v1_0.25_128_quant.tflite")
     assert main(["doctor", "--json", "-m", str(path)]) == 0
     [model] = [c for c in json.loads(capsys.readouterr().out)["checks"] if c["name"] == "model"]
-    assert model["status"] == "ok" and "delegate xnnpack" in model["detail"]
+    assert "delegate xnnpack" in model["detail"]
+    # tflite-runtime 2.14's XNNPACK takes no int8 op (the floors' CI stage): said, not hidden
+    assert model["status"] == "ok" or (model["status"] == "warn" and "tflite_runtime" in model["detail"]
+                                       and "XNNPACK took no ops" in model["detail"])
 
 
 def test_doctor_with_a_model_that_cannot_run(capsys: pytest.CaptureFixture[str], shared_models: Path) -> None:

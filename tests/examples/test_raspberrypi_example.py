@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,20 @@ EXAMPLE = ROOT / "examples" / "raspberrypi"
 INSTALL = EXAMPLE / "install.sh"
 
 
-def dry_run(*args: str, arch: str = "arm64", bits: str = "64") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "EDGEKIT_ARCH": arch, "EDGEKIT_BITS": bits}
-    return subprocess.run(["bash", str(INSTALL), "--dry-run", *args], capture_output=True, text=True, env=env,
-                          timeout=30, check=False)
+def dry_run(*args: str, arch: str = "arm64", bits: str = "64", offers_picamera2: bool = True,
+            tmp: Path | None = None, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    """install.sh --dry-run as on `arch` with `bits`-bit Python; `offers_picamera2`: whether apt has
+    python3-picamera2 (Raspberry Pi OS's archive), answered by a stand-in `apt-cache` first on PATH."""
+    env = {**os.environ, "EDGEKIT_ARCH": arch, "EDGEKIT_BITS": bits, **env_extra}
+    standin = Path(tempfile.mkdtemp(prefix="aptcache-", dir=tmp))
+    (standin / "apt-cache").write_text(f"#!/bin/sh\nexit {0 if offers_picamera2 else 100}\n")
+    (standin / "apt-cache").chmod(0o755)
+    env["PATH"] = f"{standin}:{env.get('PATH', '/usr/bin:/bin')}"
+    try:
+        return subprocess.run(["bash", str(INSTALL), "--dry-run", *args], capture_output=True, text=True, env=env,
+                              timeout=30, check=False)
+    finally:
+        shutil.rmtree(standin, ignore_errors=True)
 
 
 def commands(r: subprocess.CompletedProcess[str]) -> list[str]:
@@ -40,14 +51,19 @@ def commands(r: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 PINS = r"numpy\<2 opencv-python-headless\<4.11"
+PIWHEELS = r"--extra-index-url https://www.piwheels.org/simple"
+APT = "apt-get install -y python3-venv python3-pip v4l-utils curl gnupg ca-certificates"
 
 
 @pytest.mark.parametrize("arch, bits, pip_lines", [
     ("arm64", "64", [rf"install {PINS} {ROOT}\[mqtt\,metrics\]"]),
-    # 32-bit Pi OS under a 64-bit kernel: the pointer size decides, whatever the kernel says
-    ("arm64", "32", [rf"install {PINS} tflite-runtime", rf"install --no-deps {ROOT}\[mqtt\,metrics\]",
-                     "pip install $(requirements of the installed edgekit distribution without ai-edge-litert)"]),
-    ("armhf", "32", [rf"install {PINS} tflite-runtime"]),
+    # 32-bit Pi OS under a 64-bit kernel: the pointer size decides, whatever the kernel says;
+    # numpy<2 first, from piwheels (PyPI has no armv7l wheels), before edgekit's own list
+    ("arm64", "32", [rf"install {PIWHEELS} {PINS} tflite-runtime", rf"install --no-deps {ROOT}\[mqtt\,metrics\]",
+                     "pip install --extra-index-url https://www.piwheels.org/simple numpy<2 "
+                     "opencv-python-headless<4.11 $(requirements of the installed edgekit distribution without "
+                     "ai-edge-litert)"]),
+    ("armhf", "32", [rf"install {PIWHEELS} {PINS} tflite-runtime"]),
     ("amd64", "64", [rf"install {PINS} {ROOT}\[mqtt\,metrics\]"]),
 ])
 def test_install_dry_run_chooses_by_pointer_size(arch: str, bits: str, pip_lines: list[str]) -> None:
@@ -57,15 +73,52 @@ def test_install_dry_run_chooses_by_pointer_size(arch: str, bits: str, pip_lines
     cmds = commands(r)
     for line in pip_lines:
         assert any(c.endswith(line) for c in cmds), (line, cmds)
+    assert any("piwheels" in c for c in cmds) is (bits == "32")
+    i = next(n for n, c in enumerate(cmds) if "tflite-runtime" in c or "install numpy" in c)
+    assert not any("[mqtt" in c and "--no-deps" not in c for c in cmds[:i])  # nothing of edgekit's before numpy<2
     assert "/usr/bin/python3 -m venv --system-site-packages /opt/edgekit/venv" in cmds
-    picamera = "apt-get install -y python3-venv python3-pip v4l-utils python3-picamera2"
-    assert (picamera in cmds) == arch.startswith("arm")
+    # Raspberry Pi OS offers picamera2 (the stand-in apt-cache says so) on its arm architectures
+    assert (APT + " python3-picamera2" in cmds) == arch.startswith("arm")
     assert "apt-get install -y libedgetpu1-std" in cmds
     assert not any("apt-key add" in c for c in cmds) and any("signed-by=" in c for c in cmds)
     assert "ln -sfn /opt/edgekit/venv/bin/edgekit /usr/local/bin/edgekit" in cmds
     assert "systemctl enable edgekit.service" in cmds
     assert r.stdout.splitlines()[-1] == "# dry run: nothing was changed"
     assert Path("/etc/edgekit").exists() == existed
+
+
+@pytest.mark.parametrize("arch, offers, option, picamera2", [
+    ("arm64", False, [], False),  # a Rock, Orange Pi or Jetson: Debian has no python3-picamera2
+    ("armhf", False, [], False),
+    ("arm64", True, [], True),  # Raspberry Pi OS
+    ("arm64", True, ["--picamera2", "no"], False),
+    ("arm64", False, ["--picamera2", "yes"], True),  # asked for: apt-get then says if it is missing
+    ("amd64", True, [], False),
+])
+def test_install_installs_picamera2_only_where_raspberry_pi_os_offers_it(arch: str, offers: bool, option: list[str],
+                                                                        picamera2: bool) -> None:
+    r = dry_run(*option, arch=arch, offers_picamera2=offers)
+    assert r.returncode == 0, r.stderr
+    [apt] = [c for c in commands(r) if c.startswith("apt-get install -y python3-venv")]
+    assert apt.endswith("python3-picamera2") is picamera2
+    assert ("no python3-picamera2" in r.stderr) is not picamera2
+
+
+def test_install_edgetpu_brings_curl_and_gpg() -> None:
+    cmds = commands(dry_run("--edgetpu", arch="arm64"))
+    apt = next(c for c in cmds if c.startswith("apt-get install -y python3-venv"))
+    assert {"curl", "gnupg"} <= set(apt.split())
+    assert cmds.index(apt) < next(i for i, c in enumerate(cmds) if c.startswith("curl "))
+    assert "curl" not in next(c for c in commands(dry_run(arch="arm64")) if c.startswith("apt-get install"))
+
+
+def test_install_dry_run_without_sudo_shows_the_operator_joining_the_group() -> None:
+    """A dry run as a normal user (no sudo, no SUDO_USER) lists the usermod the real run does."""
+    env = {k: v for k, v in os.environ.items() if k != "SUDO_USER"}
+    r = subprocess.run(["bash", "-c", f"unset SUDO_USER; USER=alice EDGEKIT_ARCH=arm64 bash {INSTALL} --dry-run"],
+                       capture_output=True, text=True, env=env, timeout=30, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "usermod -aG edgekit alice" in commands(r)
 
 
 def test_install_dry_run_writes_prefix_and_user_into_what_it_installs() -> None:
@@ -83,6 +136,7 @@ def test_install_dry_run_writes_prefix_and_user_into_what_it_installs() -> None:
     (["--package", "edgekit"], "edgekit-tflite"),
     (["--prefix"], "--prefix needs a value"),
     (["--user", "Bad User"], "not a valid user name"),
+    (["--picamera2", "maybe"], "expected auto, yes or no"),
 ])
 def test_install_refuses(args: list[str], message: str) -> None:
     r = dry_run(*args)
@@ -93,15 +147,29 @@ def test_install_help_is_usage_not_source() -> None:
     r = subprocess.run(["bash", str(INSTALL), "--help"], capture_output=True, text=True, timeout=30, check=False)
     assert r.returncode == 0
     assert "Usage: sudo bash install.sh" in r.stdout and "--prefix DIR" in r.stdout and "--root DIR" in r.stdout
+    assert "--picamera2 WHEN" in r.stdout and "https://www.piwheels.org/simple" in r.stdout
     assert "set -euo" not in r.stdout and "#" not in r.stdout
 
 
-def test_install_sh_passes_shellcheck() -> None:
+@pytest.mark.parametrize("script", [INSTALL, ROOT / ".ci" / "arm"], ids=["install.sh", "ci-arm"])
+def test_install_sh_passes_shellcheck(script: Path) -> None:
     exe = shutil.which("shellcheck")
     if exe is None:
         pytest.skip("shellcheck not installed (apt-get install shellcheck)")
-    r = subprocess.run([exe, str(INSTALL)], capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run([exe, str(script)], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_arm_stage_says_loudly_when_it_cannot_run_and_fails_only_when_required(tmp_path: Path) -> None:
+    """Not root here (runuser to nobody): it cannot build roots; a skip is loud, and an error with
+    EDGEKIT_REQUIRE_ARM=1."""
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("needs root to run the stage as another user")
+    for require, rc in (("0", 0), ("1", 1)):
+        r = subprocess.run(["runuser", "-u", "nobody", "--", "env", f"EDGEKIT_REQUIRE_ARM={require}",
+                            f"EDGEKIT_ARM_WORK={tmp_path}", "bash", str(ROOT / ".ci" / "arm")],
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == rc and "ARM STAGE NOT RUN: needs root" in r.stderr, r.stderr
 
 
 def test_32bit_requirements_are_the_package_list_without_ai_edge_litert() -> None:

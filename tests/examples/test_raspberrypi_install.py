@@ -217,6 +217,22 @@ def test_installed_unit_passes_systemd_analyze_verify(installed: Install) -> Non
     assert r.returncode == 0 and not problems, r.stdout + r.stderr
 
 
+def test_start_refuses_a_service_that_has_no_model_to_serve(installed: Install) -> None:
+    """`install.sh --start` before a model is there: installed and enabled, not started (the unit
+    would restart every 10 s), and it says what to do. Run again on the same tree (pip finds
+    everything in place)."""
+    i = installed
+    if i.result.returncode != 0:
+        pytest.skip("install.sh failed (see test_install_sh_installs_for_real)")
+    before = len(i.systemctl_calls())
+    r = i.as_user(OP, ["sudo", "bash", "install.sh", "--root", str(i.root), "--user", SVC, "--start"],
+                  cwd=i.example, timeout=900)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "not started: there is no model to serve yet" in r.stderr
+    assert f"put a model at {i.prefix}/models/inspection/1/model.tflite" in r.stderr
+    assert i.systemctl_calls()[before:] == ["daemon-reload", "enable edgekit.service"]
+
+
 @pytest.fixture(scope="module")
 def cell(installed: Install, shared_models: Path, shared_images: Path, cell_config: CellConfig) -> Install:
     """What the user does next: a model version with golden input, labels, and the config

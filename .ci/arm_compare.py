@@ -1,0 +1,251 @@
+"""The inputs of .ci/arm, their x86 reference outputs, and the comparison of an ARM root's outputs with them.
+
+    python .ci/arm_compare.py prepare CASE MODELS IMAGES    models, photos, a video, a config; x86's outputs
+    python .ci/arm_compare.py compare CASE WORK ARCH        WORK/ARCH-*: what the root printed
+    python arm_compare.py selftest CASE/golden              (in the root) x86's releases' golden self-tests
+
+Tolerances (int8 kernels, cv2.resize and MJPG decoding round differently on aarch64 and armv7l):
+- classify: top-1 equal, or a near-tie named (the two classes within 2 quantization steps, 2/256,
+  on both machines); the top-1 score within 2 steps;
+- detect: every detection matched by one of the same class with a score within 2 steps and each
+  box edge within 2 pixels of the model's input (scaled to the photo); a detection within 2 steps
+  of the threshold may appear on one machine only;
+- inspect on a video: at least 80 % of the frames' verdicts equal (x86 against arm64 measured 29/30);
+- app.py on a photo, doctor, inspect --check: the same verdict; no failing check; "config OK";
+- golden self-tests of releases written on x86 (ai-edge-litert): each accepted in the root, and a
+  different model (mobilenet_v1 against mobilenet_v2's goldens) refused.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+STEP = 1 / 256
+PX = 2.0
+THRESHOLD = 0.5
+MODELS = ["mobilenet_v2_1.0_224_quant", "mobilenet_v1_0.25_128_quant"]
+DETECTOR = "ssd_mobilenet_v1_coco_quant"
+PHOTOS = ["grace_hopper.bmp", "parrot.jpg", "kite_and_cold.jpg", "cat.bmp"]
+VERDICT_AGREEMENT = 0.8
+INSPECT_FRAMES = 10
+
+CONFIG = """device = "cell-arm-ci"
+state_dir = "{state}"
+
+[source]
+path = "{video}"
+
+[model]
+dir = "{models}"
+labels = "{labels}"
+threshold = 0.5
+
+[trigger]
+mode = "continuous"
+
+[[zones]]
+name = "sky"
+polygon = [[0, 0], [{w}, 0], [{w}, 150], [0, 150]]
+
+[[rules]]
+label = "person"
+min = 2
+
+[[rules]]
+zone = "sky"
+label = "kite"
+min = 1
+
+[sinks.jsonl]
+directory = "{state}/events"
+"""
+
+
+def _edgekit(*args: str) -> str:
+    r = subprocess.run([sys.executable, "-m", "edgekit", *args], capture_output=True, text=True, check=False,
+                       timeout=600)
+    if r.returncode != 0:
+        raise SystemExit(f"arm_compare: x86 `edgekit {' '.join(args)}` failed: {r.stderr[-2000:]}")
+    return r.stdout
+
+
+def prepare(case: Path, models: Path, images: Path) -> None:
+    sys.path.insert(0, str(REPO))
+    from tests.examples.conftest import VIDEO_SIZE, golden_input, write_kites_video
+
+    (case / "models").mkdir(parents=True)
+    (case / "images").mkdir()
+    for name in [*MODELS, DETECTOR]:
+        shutil.copy(models / f"{name}.tflite", case / "models")
+    shutil.copy(models / "coco_labels.txt", case / "models")
+    for name in PHOTOS:
+        shutil.copy(images / name, case / "images")
+    np.save(case / "golden.npy", golden_input(images))
+    write_kites_video(case / "line.avi", images)
+    w = VIDEO_SIZE[0]
+    (case / "inspection.toml").write_text(CONFIG.format(state="/var/lib/edgekit", video="/srv/ci/case/line.avi",
+                                                        models="/opt/edgekit/models/inspection",
+                                                        labels="/etc/edgekit/labels.txt", w=w))
+    # x86: the same commands on this machine
+    x86 = case / "x86"
+    (x86 / "models" / "1").mkdir(parents=True)
+    (x86 / "models" / "golden").mkdir()
+    shutil.copy(models / f"{DETECTOR}.tflite", x86 / "models" / "1" / "model.tflite")
+    np.save(x86 / "models" / "golden" / "part.npy", golden_input(images))
+    (x86 / "inspection.toml").write_text(CONFIG.format(state=x86 / "state", video=case / "line.avi",
+                                                       models=x86 / "models", labels=case / "models" / "coco_labels.txt",
+                                                       w=w))
+    photos = [str(case / "images" / p) for p in PHOTOS]
+    for m in MODELS:
+        (x86 / f"classify-{m}.jsonl").write_text(_edgekit("classify", "-m", str(case / "models" / f"{m}.tflite"),
+                                                          "--json", *photos))
+    (x86 / "detect.jsonl").write_text(_edgekit("detect", "-m", str(case / "models" / f"{DETECTOR}.tflite"),
+                                               "--json", "--source", *photos))
+    (x86 / "inspect.jsonl").write_text(_edgekit("inspect", "-c", str(x86 / "inspection.toml"), "--max-frames",
+                                                str(INSPECT_FRAMES), "--json"))
+    from edgekit.inspect.selftest import write_expected_outputs
+
+    for m, size in ((MODELS[0], 224), (MODELS[1], 128), (DETECTOR, 300)):
+        root = case / "golden" / m
+        (root / "golden").mkdir(parents=True)
+        for p in PHOTOS:
+            img = cv2.resize(cv2.imread(str(images / p)), (size, size), interpolation=cv2.INTER_AREA)
+            np.save(root / "golden" / f"{Path(p).stem}.npy", img[:, :, ::-1].copy())
+        write_expected_outputs(case / "models" / f"{m}.tflite", root, 1)
+        shutil.copy(case / "models" / f"{m}.tflite", root / "1" / "model.tflite")
+    r = subprocess.run([sys.executable, str(REPO / "examples/raspberrypi/app.py"), "--config",
+                        str(x86 / "inspection.toml"), "--image", str(case / "images" / "kite_and_cold.jpg")],
+                       capture_output=True, text=True, check=False, timeout=600)
+    (x86 / "app.txt").write_text(r.stdout)
+
+
+def selftest(golden: Path) -> None:
+    """In the root: each x86 release's self-test, and a different model against mobilenet_v2's goldens."""
+    from edgekit.errors import ModelError
+    from edgekit.inspect.selftest import golden_inputs, self_test
+    from edgekit.runtimes import load_model
+
+    out: dict[str, str] = {}
+    runs = [(m, golden / m / "1" / "model.tflite", golden / m) for m in (*MODELS, DETECTOR)]
+    runs.append(("different model", golden / MODELS[1] / "1" / "model.tflite", golden / MODELS[0]))
+    for name, model, root in runs:
+        try:
+            with load_model(model) as mod:
+                compared, _ = self_test(mod, root / "1", golden_inputs(root))
+            out[name] = f"accepted ({compared} cases)"
+        except ModelError as exc:
+            out[name] = f"refused: {exc}"
+    print(json.dumps(out))
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.startswith("{")]
+
+
+def _classes(x86: list[dict], arm: list[dict], model: str) -> tuple[list[str], list[str]]:
+    notes, problems = [], []
+    for a, b in zip(x86, arm, strict=True):
+        ta, tb = a["classes"][0], b["classes"][0]
+        where = f"{model} {Path(a['image']).name}"
+        sa = {c["id"]: c["score"] for c in a["classes"]}
+        sb = {c["id"]: c["score"] for c in b["classes"]}
+        if ta["id"] != tb["id"]:
+            near = (ta["score"] - sa.get(tb["id"], -1) <= 2 * STEP + 1e-9
+                    and tb["score"] - sb.get(ta["id"], -1) <= 2 * STEP + 1e-9)
+            (notes if near else problems).append(
+                f"{where}: top-1 {tb['id']} ({tb['score']:.4f}) against x86's {ta['id']} ({ta['score']:.4f})"
+                + (": a near-tie" if near else ""))
+        elif abs(ta["score"] - tb["score"]) > 2 * STEP + 1e-9:
+            problems.append(f"{where}: top-1 score {tb['score']:.4f} against x86's {ta['score']:.4f}")
+    return notes, problems
+
+
+def _detections(x86: list[dict], arm: list[dict], images: Path) -> tuple[list[str], list[str], int]:
+    notes, problems, matched = [], [], 0
+    for i, (a, b) in enumerate(zip(x86, arm, strict=True)):
+        h, w = cv2.imread(str(images / PHOTOS[i])).shape[:2]
+        tol = np.array([PX * w / 300, PX * h / 300] * 2)
+        left = list(b["detections"])
+        for d in a["detections"]:
+            fits = [e for e in left if e["id"] == d["id"] and abs(e["score"] - d["score"]) <= 2 * STEP + 1e-9
+                    and np.all(np.abs(np.subtract(e["box"], d["box"])) <= tol)]
+            if fits:
+                left.remove(fits[0])
+                matched += 1
+            elif d["score"] - THRESHOLD <= 2 * STEP:
+                notes.append(f"{PHOTOS[i]}: class {d['id']} at {d['score']:.3f} only on x86 (at the threshold)")
+            else:
+                problems.append(f"{PHOTOS[i]}: x86's class {d['id']} {d['box']} {d['score']:.3f} has no match")
+        for e in left:
+            (notes if e["score"] - THRESHOLD <= 2 * STEP else problems).append(
+                f"{PHOTOS[i]}: class {e['id']} {e['box']} at {e['score']:.3f} only on ARM")
+    return notes, problems, matched
+
+
+def compare(case: Path, work: Path, arch: str) -> int:
+    x86 = case / "x86"
+    notes: list[str] = []
+    problems: list[str] = []
+    figures: dict[str, object] = {"arch": arch}
+    for m in MODELS:
+        n, p = _classes(_lines(x86 / f"classify-{m}.jsonl"), _lines(work / f"{arch}-classify-{m}.jsonl"), m)
+        notes += n
+        problems += p
+    n, p, matched = _detections(_lines(x86 / "detect.jsonl"), _lines(work / f"{arch}-detect.jsonl"),
+                                case / "images")
+    notes += n
+    problems += p
+    figures["detections matched"] = matched
+    doctor = json.loads((work / f"{arch}-doctor.json").read_text())
+    failing = [c for c in doctor["checks"] if c["status"] == "fail"]
+    problems += [f"doctor: {c['name']}: {c['detail']}" for c in failing]
+    figures["doctor"] = {c["name"]: c["detail"] for c in doctor["checks"]
+                         if c["name"].endswith("version") or c["name"].startswith(("python", "interpreter"))}
+    check = (work / f"{arch}-check.txt").read_text()
+    if "config OK" not in check:
+        problems.append(f"inspect --check: {check.strip()}")
+    va = [d.get("verdict") for d in _lines(x86 / "inspect.jsonl")]
+    vb = [d.get("verdict") for d in _lines(work / f"{arch}-inspect.txt")]
+    same = sum(x == y for x, y in zip(va, vb))
+    figures["inspect verdicts equal"] = f"{same}/{len(va)}"
+    if len(vb) != len(va) or same < VERDICT_AGREEMENT * len(va):
+        problems.append(f"inspect: {same} of {len(va)} verdicts equal ({len(vb)} frames on ARM)")
+    app_a = json.loads((x86 / "app.txt").read_text() or "{}").get("verdict")
+    try:
+        app_b = json.loads((work / f"{arch}-app.txt").read_text()).get("verdict")
+    except ValueError:
+        app_b = f"no JSON: {(work / f'{arch}-app.txt').read_text()[-300:]}"
+    if app_a != app_b:
+        problems.append(f"app.py --image: {app_b!r} against x86's {app_a!r}")
+    figures["app.py verdict"] = app_b
+    tests = json.loads((work / f"{arch}-selftest.json").read_text())
+    for name, said in tests.items():
+        if said.startswith("accepted") is (name == "different model"):
+            problems.append(f"golden self-test {name}: {said}")
+    figures["golden self-tests"] = {k: v.split(":")[0] for k, v in tests.items()}
+    for line in notes:
+        print(f"ci/arm: {arch}: note: {line}")
+    for line in problems:
+        print(f"ci/arm: {arch}: DIFFERS: {line}")
+    (work / f"{arch}-figures.json").write_text(json.dumps(figures, indent=2))
+    print(f"ci/arm: {arch}: {json.dumps(figures)}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "prepare":
+        prepare(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "selftest":
+        selftest(Path(sys.argv[2]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "compare":
+        sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]))
+    else:
+        sys.exit(__doc__)
