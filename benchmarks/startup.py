@@ -68,18 +68,31 @@ def edgekit_argv() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "edgekit"]
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak resident MB of one child process."""
+GNU_TIME = shutil.which("time", path="/usr/bin:/bin")
+
+
+def run_once(argv: list[str], env: dict[str, str], scratch: Path) -> tuple[float, float]:
+    """Wall seconds and peak resident MB of one child process.
+
+    The peak comes from GNU time (`/usr/bin/time -f %M`), which forks from its own small process:
+    a child forked from this Python would carry this process's resident pages into its peak
+    (Linux keeps the high-water mark across exec). Without GNU time, wait4's figure is used,
+    floored at this process's size (the script says so).
+    """
+    out = scratch / "maxrss"
+    wrapped = [GNU_TIME, "-f", "%M", "-o", str(out), *argv] if GNU_TIME else argv
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(wrapped, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    code = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.stderr:
         proc.stderr.close()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err.strip()}")
+    if code != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({code}): {err.strip()}")
+    if GNU_TIME:
+        return wall, int(out.read_text().split()[-1]) / 1024
     return wall, usage.ru_maxrss / 1024  # Linux reports KiB
 
 
@@ -111,10 +124,12 @@ def main() -> int:
         "d bare detect script": (py + [str(bare_d), args.detector, args.image], None),
     }
     print(machine_line())
-    run_once(classify, env)  # the files pass isolation once (the cache "later runs" use), and the
-    run_once(detect, env)  # OS has every file in its page cache before round 1
+    if not GNU_TIME:
+        print("note: no /usr/bin/time here: peak memory is wait4's, floored at this script's own size")
+    run_once(classify, env, scratch)  # the files pass isolation once (the cache "later runs" use), and the
+    run_once(detect, env, scratch)  # OS has every file in its page cache before round 1
     for argv, _ in cases.values():
-        run_once(argv, env)
+        run_once(argv, env, scratch)
     wall: dict[str, list[float]] = {k: [] for k in cases}
     mem: dict[str, list[float]] = {k: [] for k in cases}
     for r in range(args.rounds):
@@ -124,7 +139,7 @@ def main() -> int:
             if cache == "cold":
                 cold = scratch / f"cold-{r}"
                 run_env = {**env, "XDG_CACHE_HOME": str(cold)}
-            w, m = run_once(argv, run_env)
+            w, m = run_once(argv, run_env, scratch)
             wall[name].append(w)
             mem[name].append(m)
             if cache == "cold":
