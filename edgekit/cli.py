@@ -61,7 +61,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser(command: str | None = None) -> Parser:
-    """The parser of every command, or with `command` of that one only (the others are listed, not loaded).
+    """The parser of every command, or with `command` of that one only (the others are listed, not
+    loaded; "" loads none, for `edgekit --version`, `--help` or a misspelt command).
 
     Raises:
         SetupError: a command's module cannot be imported (a broken install, not a missing feature).
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not _wants_native_logs(argv):
             _quiet_native_logs()
-        parser = build_parser(command)
+        parser = build_parser(command or "")
         args, extra = parser.parse_known_args(argv)
         if extra:  # said by the command's own parser, so the hint names its --help
             _subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")

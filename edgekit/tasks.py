@@ -17,7 +17,7 @@ import difflib
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence, TypeVar, Union, overload
 
 import numpy as np
 
@@ -26,23 +26,27 @@ from edgekit.contract.preprocessing import PreprocessingSpec, preprocessing_for
 from edgekit.engine import ModelEngine
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, detector_labels_note, load_labels
-from edgekit.loop import LoopOptions, LoopSummary, Performance, Stream
 from edgekit.results import Classes, Detections, FrameResult, Result
 from edgekit.runtimes.delegates import Delegate
 from edgekit.runtimes.loader import default_threads, load_model
 from edgekit.runtimes.model import Model
-from edgekit.sources import Reconnect, SourceKind, SourceSpec, VideoSource, parse_source
+
+if TYPE_CHECKING:  # the loop and the sources load when a task streams (classify never does: start-up)
+    from edgekit.loop import LoopSummary, Performance, Stream
+    from edgekit.sources import Reconnect, SourceSpec, VideoSource
 
 __all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",
            "make_engine"]
 
-SourceLike = Union[VideoSource, SourceSpec, str, int, "os.PathLike[str]"]
+SourceLike = Union["VideoSource", "SourceSpec", str, int, "os.PathLike[str]"]
 
 THROUGHPUT_WORKERS = 2  # interpreters side by side for Performance.THROUGHPUT
 THROUGHPUT_MIN_IMAGES = 8  # fewer images than this are not worth loading the model twice more
 
 
 def _performance(value: Performance | str) -> Performance:
+    from edgekit.loop import Performance
+
     try:
         return value if isinstance(value, Performance) else Performance(str(value).lower())
     except ValueError:
@@ -244,17 +248,17 @@ class _Task:
     @overload
     def stream(self, source: SourceLike, *, callback: None = None, realtime: bool = False,
                max_frames: int | None = None, duration: float | None = None,
-               reconnect: Reconnect = Reconnect(), performance: Performance | str = Performance.AUTO) -> Stream: ...
+               reconnect: Reconnect | None = None, performance: Performance | str = "auto") -> Stream: ...
 
     @overload
     def stream(self, source: SourceLike, *, callback: Callable[[FrameResult], Any], realtime: bool = False,
                max_frames: int | None = None, duration: float | None = None,
-               reconnect: Reconnect = Reconnect(), performance: Performance | str = Performance.AUTO
+               reconnect: Reconnect | None = None, performance: Performance | str = "auto"
                ) -> LoopSummary: ...
 
     def stream(self, source: SourceLike, *, callback: Callable[[FrameResult], Any] | None = None,
                realtime: bool = False, max_frames: int | None = None, duration: float | None = None,
-               reconnect: Reconnect = Reconnect(), performance: Performance | str = Performance.AUTO
+               reconnect: Reconnect | None = None, performance: Performance | str = "auto"
                ) -> Stream | LoopSummary:
         """Run the pipelined loop on ``source`` (see :mod:`edgekit.loop`).
 
@@ -269,10 +273,13 @@ class _Task:
             SourceError: the source cannot be opened (now) or fails for good (while iterating).
             InputError: ``performance`` is not one of auto, latency, throughput.
         """
+        from edgekit.loop import LoopOptions, Stream
+        from edgekit.sources import Reconnect, SourceSpec, VideoSource, parse_source
+
         perf = _performance(performance)
         src = source if isinstance(source, VideoSource) else VideoSource(
             source if isinstance(source, SourceSpec) else parse_source(source, realtime=realtime),
-            reconnect=reconnect)
+            reconnect=reconnect if reconnect is not None else Reconnect())
         workers = self._throughput_workers(src.spec, perf)
         s = Stream(self._engine, src, LoopOptions(max_frames=max_frames, duration=duration, performance=perf),
                    workers=workers)
@@ -286,6 +293,9 @@ class _Task:
 
     def _throughput_workers(self, spec: SourceSpec, perf: Performance) -> list[ModelEngine]:
         """The engines a file or folder runs on for THROUGHPUT (see Performance); [] for LATENCY."""
+        from edgekit.loop import Performance
+        from edgekit.sources import SourceKind
+
         if spec.live or perf is Performance.LATENCY or self.model.delegate is Delegate.EDGETPU:
             return []  # one Edge TPU is one device: a second interpreter would only queue on it
         if perf is Performance.AUTO and (

@@ -6,8 +6,9 @@ interpreter in a way nobody has seen yet, or a loop that never ends. The child c
 allocates and invokes the interpreter once on zeros (see ``_probe``); a crash or a
 timeout there becomes a ModelError here, and this process never runs the file.
 
-Policy: off by default (a child costs 0.3-0.5 s, once per file content and settings per
-process); on for files you did not produce. The setting travels as an argument
+Policy: off by default (a child costs 0.3-0.5 s, once per file content, interpreter and delegate:
+a clean pass is remembered in a per-user cache, see ``edgekit.runtimes.passed``); on for files
+you did not produce. The setting travels as an argument
 (``load_model(..., isolate=)``, ``DetectorOptions(isolate=)``); ``EDGEKIT_ISOLATE=1`` or ``=0`` is
 the user's override, read in one place (:func:`isolate_default`) for loads that leave it open
 and by the CLI, whose classify/detect/inspect isolate unless it says 0.
@@ -81,6 +82,11 @@ def try_in_child(path: str, data: bytes, backend: Backend, delegate: Delegate, d
         ModelError: the child crashed, timed out, or could not load the model.
         SetupError: the child could not start or import edgekit (this environment, not the model).
     """
+    from edgekit.runtimes.passed import has_passed, remember_passed
+
+    setting = (str(backend), delegate.value + (f":{device.option}" if device and device.option else ""))
+    if has_passed(path, data, *setting):  # these bytes passed here before: no child (see edgekit.runtimes.passed)
+        return []
     from edgekit.runtimes._probe import probe_model  # not at import: the child runs that file as a script
 
     result = probe_model(data, backend=backend.name, delegate=delegate.value,
@@ -98,6 +104,8 @@ def try_in_child(path: str, data: bytes, backend: Backend, delegate: Delegate, d
         raise interpreter_error(text or kind)
     if result.stage == "invoke":
         return [f"a test run on zeros in a separate process failed ({result.error}); check the inputs you give it"]
+    if result.ok:
+        remember_passed(path, data, *setting)
     return []
 
 

@@ -4,6 +4,7 @@ fake video reader for the sources and the loop."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -18,6 +19,11 @@ from edgekit.sources import BadFrame, SourceSpec
 pytest_plugins = ["tests.fixtures_models"]
 
 ROOT = Path(__file__).resolve().parent.parent
+# The isolation cache of passed files (edgekit.runtimes.passed) is off, so that every test that
+# loads a model with isolation runs the child as it did before the cache; the tests of the cache
+# turn it on, in a folder of their own. Whatever writes a per-user cache writes it here.
+os.environ["EDGEKIT_ISOLATE_CACHE"] = "0"
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="edgekit-test-cache-")
 DATA = ROOT / "tests" / "data"
 WHERE = ("tests/data in this repository (see tests/data/README.md: google-coral/test_data and TensorFlow's "
          "COCO SSD MobileNet v1 release, Apache-2.0)")

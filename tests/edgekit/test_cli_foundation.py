@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from edgekit.cli import main
+from edgekit.labels import NO_LABELS_NOTE
 from tests.conftest import shared_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,7 +131,8 @@ def test_classify_labels_alignment(capsys: pytest.CaptureFixture[str], tmp_path:
     elif labels:
         args += ["--labels", shared_models / labels]
     code, rows, err = _classify_json(capsys, *args, shared_images / "grace_hopper.png")
-    assert code == 0 and "note" not in err
+    notes = [ln for ln in err.splitlines() if "note" in ln]  # no labels: only the hint that names --labels
+    assert code == 0 and notes == ([] if labels else ["edgekit classify: note: " + NO_LABELS_NOTE])
     assert rows[0]["classes"] == [{"id": 653, "label": expected_label, "score": rows[0]["classes"][0]["score"]}]
 
 
@@ -153,7 +155,7 @@ def test_classify_bad_image_among_good(capsys: pytest.CaptureFixture[str], tmp_p
     code, rows, err = _classify_json(capsys, "-m", shared_model(shared_models, SMALL), *images)
     assert code == 2
     assert [r["image"] for r in rows] == [str(images[0]), str(images[3])]  # the rest still ran
-    lines = err.strip().splitlines()
+    lines = [ln for ln in err.strip().splitlines() if ln != "edgekit classify: note: " + NO_LABELS_NOTE]
     assert len(lines) == 2 and all(line.startswith("edgekit classify: error: ") for line in lines)
     assert "broken.jpg" in lines[0] and "does not exist" in lines[1]
 
