@@ -135,7 +135,7 @@ def render(d: dict[str, Any]) -> str:
         ("image input", _layout_text(d.get("image_input"))),
         ("edgekit meta", _metadata_summary(d["metadata"])),
         ("tflite meta", _support_summary(d.get("support"))),
-        ("preprocessing", _preprocessing_text(d.get("preprocessing"))),
+        ("fed as", _preprocessing_text(d.get("preprocessing"))),
         ("other meta", ", ".join(d["other_metadata"]) or "-"),
     ]
     if d.get("loaded"):
