@@ -69,6 +69,8 @@ def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
                  task=Task.SEGMENT)
     out = model.outputs[0]
     layout = _segmentation_layout(model)
+    if layout is SegmentationLayout.FOREGROUND and labels and len(labels) == 1:
+        labels = ["background", labels[0]]  # one label of a foreground score (MediaPipe's "selfie") names class 1
     names = tuple(labels or ())
     classes = list(options.classes) if options.classes else None
 
