@@ -11,8 +11,10 @@ Needs only ``flatbuffers`` and the TFLite schema module that ships with ai-edge-
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import zipfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Mapping
@@ -28,6 +30,7 @@ __all__ = ["write_metadata", "write_metadata_file", "encode_metadata"]
 # TFLite's converter aligns buffers to 16 bytes; weights read in place by the kernels
 # (mmap'd models) must stay aligned after we repack the file.
 _BUFFER_ALIGNMENT = 16
+_FLATBUFFER_LIMIT = 2**31  # bytes a flatbuffer's 32-bit offsets can span
 
 
 def _schema() -> ModuleType:
@@ -94,19 +97,24 @@ def write_metadata(model: bytes, doc: Mapping[str, Any]) -> bytes:
 
     Raises:
         ModelError: `model` is not a valid TFLite flatbuffer.
-        ConversionError: the model keeps tensor data outside the flatbuffer (models over
-            2 GB), which this writer cannot repack, or the document is not plain JSON.
+        ConversionError: the model keeps tensor data outside the flatbuffer and would pass 2 GB
+            with it inside, or the document is not plain JSON.
     """
     parse_tflite(model, label="the converted model")  # refuse garbage before unpacking it
     payload = encode_metadata(doc)
     schema, flatbuffers = _schema(), _flatbuffers()
     obj = schema.ModelT.InitFromPackedBuf(bytearray(model), 0)
     buffers = list(obj.buffers or [])
-    if any(b.offset > 1 for b in buffers):
-        raise ConversionError("the model stores tensor data outside its flatbuffer (a model over 2 GB); "
-                              "edgekit cannot add metadata to it")
+    outside = sum(b.size for b in buffers if b.offset > 1)
+    if outside and len(model) + len(payload) >= _FLATBUFFER_LIMIT:
+        raise ConversionError(f"the model keeps {outside:,} bytes of tensor data after its flatbuffer and is "
+                              f"{len(model) / 1e9:.1f} GB: inlined, it would pass the 2 GB a flatbuffer can "
+                              "hold, so edgekit cannot add metadata to it")
     aligned = _aligned_buffer_type(schema)
-    obj.buffers = [aligned(data=b.data, offset=b.offset, size=b.size) for b in buffers]
+    # Data kept after the flatbuffer (buffers by offset, as ai-edge-quantizer and MediaPipe's newer
+    # files write them) is taken back inside: the repacked file is an ordinary one.
+    obj.buffers = [aligned(data=np.frombuffer(model, np.uint8, b.size, b.offset) if b.offset > 1 else b.data)
+                   for b in buffers]
     entries = list(obj.metadata or [])
     existing = [m for m in entries if _name(m.name) == METADATA_NAME]
     new_buffer = aligned(data=payload)
@@ -119,9 +127,23 @@ def write_metadata(model: bytes, doc: Mapping[str, Any]) -> bytes:
     obj.metadata = entries
     builder = flatbuffers.Builder(len(model) + len(payload) + 4096)
     builder.Finish(obj.Pack(builder), file_identifier=FILE_IDENTIFIER)
-    out = bytes(builder.Output())
+    out = bytes(builder.Output()) + _appended_zip(model)  # the TFLite metadata's label files stay
     _verify(out, doc)
     return out
+
+
+def _appended_zip(model: bytes) -> bytes:
+    """The zip of associated files (labels) appended to a model with TFLite metadata, or b"": from its
+    first entry to the end. Its offsets may count from the file's start; a zip reader finds entries
+    moved with it by the central directory's own position, so it reads the same after a new flatbuffer."""
+    if b"PK\x05\x06" not in model[-65557:]:
+        return b""
+    try:
+        with zipfile.ZipFile(io.BytesIO(model)) as zf:
+            start = min((info.header_offset for info in zf.infolist()), default=-1)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return b""
+    return model[start:] if 0 < start < len(model) and model[start:start + 4] == b"PK\x03\x04" else b""
 
 
 def _name(value: str | bytes | None) -> str:

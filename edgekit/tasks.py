@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence, TypeVar, Un
 
 import numpy as np
 
-from edgekit.contract import Decoder, OutputFormat, ResizeMode, Transform, detect_format, make_decoder
+from edgekit.contract import Decoder, OutputFormat, ResizeMode, Task, Transform, detect_format, make_decoder
 from edgekit.contract.preprocessing import PreprocessingSpec, preprocessing_for
 from edgekit.engine import ModelEngine
 from edgekit.errors import InputError, ModelError
@@ -97,7 +97,7 @@ def _labels(option: Any, model: Model) -> list[str] | None:
 
 
 def _preprocessing(option: ResizeMode | str | None, model: Model) -> PreprocessingSpec:
-    return preprocessing_for(model, resize=option, default_resize=ResizeMode.STRETCH)
+    return preprocessing_for(model, resize=option, task=Task.DETECT)
 
 
 def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> ModelEngine:

@@ -56,9 +56,8 @@ def _check_fraction(name: str, value: float) -> None:
         raise InputError(f"{name} must be between 0 and 1, got {value}")
 
 
-def _preprocessing(option: ResizeMode | str | None, model: Model) -> PreprocessingSpec:
-    # MoveNet and most segmenters are trained on padded, not squashed, images: letterbox unless told.
-    return preprocessing_for(model, resize=option, default_resize=ResizeMode.LETTERBOX)
+def _preprocessing(option: ResizeMode | str | None, model: Model, task: Task) -> PreprocessingSpec:
+    return preprocessing_for(model, resize=option, task=task)
 
 
 def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
@@ -70,6 +69,8 @@ def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
                  task=Task.SEGMENT)
     out = model.outputs[0]
     layout = _segmentation_layout(model)
+    if layout is SegmentationLayout.FOREGROUND and labels and len(labels) == 1:
+        labels = ["background", labels[0]]  # one label of a foreground score (MediaPipe's "selfie") names class 1
     names = tuple(labels or ())
     classes = list(options.classes) if options.classes else None
 
@@ -82,7 +83,7 @@ def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
     note = None
     if labels and layout is SegmentationLayout.SCORES and out.shape[-1] != len(labels):
         note = f"the model scores {out.shape[-1]} classes but has {len(labels)} labels"
-    return ModelEngine(model, _preprocessing(options.resize, model), decode, labels, note)
+    return ModelEngine(model, _preprocessing(options.resize, model, Task.SEGMENT), decode, labels, note)
 
 
 def _segmentation_layout(model: Model) -> SegmentationLayout:
@@ -110,12 +111,12 @@ def _pose(model: Model, options: PoseEstimatorOptions) -> ModelEngine:
         def hand(outputs: list[np.ndarray], transform: Transform) -> Poses:
             return decode_hand_landmarks(outputs, transform, size, threshold=options.threshold, labels=names)
 
-        return ModelEngine(model, _preprocessing(options.resize, model), hand, None)  # type: ignore[arg-type]
+        return ModelEngine(model, _preprocessing(options.resize, model, Task.POSE), hand, None)  # type: ignore[arg-type]
 
     def decode(outputs: list[np.ndarray], transform: Transform) -> Poses:
         return decode_poses(outputs[0], transform, layout=layout, threshold=options.threshold)
 
-    return ModelEngine(model, _preprocessing(options.resize, model), decode, None)
+    return ModelEngine(model, _preprocessing(options.resize, model, Task.POSE), decode, None)
 
 
 def make_vision_engine(model: Model, options: SegmenterOptions | PoseEstimatorOptions) -> ModelEngine:

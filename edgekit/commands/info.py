@@ -60,7 +60,23 @@ def info_dict(path: str) -> dict[str, Any]:
     d["delegate"] = "edgetpu" if info.edgetpu_compiled else "xnnpack"
     d["reading"] = _reading(info)
     d["image_input"] = _image_input(info)
+    d["preprocessing"] = _preprocessing(info, d["reading"].get("task"))
     return d
+
+
+def _preprocessing(info: Any, task: str | None) -> dict[str, Any] | None:
+    """How edgekit would feed the model, and which source decided each setting (None: it would not)."""
+    from edgekit.contract import Task
+    from edgekit.contract.preprocessing import preprocessing_for
+    from edgekit.errors import EdgekitError
+
+    if len(info.inputs) != 1:
+        return None
+    try:
+        pre = preprocessing_for(info, task=Task.parse(task) if task else None)
+    except EdgekitError as exc:
+        return {"error": str(exc)}
+    return {**pre.to_dict(), "text": pre.describe()}
 
 
 def _image_input(info: Any) -> dict[str, Any] | None:
@@ -118,6 +134,8 @@ def render(d: dict[str, Any]) -> str:
         ("reads as", _reading_text(d.get("reading"))),
         ("image input", _layout_text(d.get("image_input"))),
         ("edgekit meta", _metadata_summary(d["metadata"])),
+        ("tflite meta", _support_summary(d.get("support"))),
+        ("fed as", _preprocessing_text(d.get("preprocessing"))),
         ("other meta", ", ".join(d["other_metadata"]) or "-"),
     ]
     if d.get("loaded"):
@@ -133,6 +151,20 @@ def render(d: dict[str, Any]) -> str:
                 right=[False, True], indent="  ")
     parts.append(f"ops ({n_ops} in all)\n{ops}")
     return "\n\n".join(parts)
+
+
+def _support_summary(support: dict[str, Any] | None) -> str:
+    if not support:
+        return "none"
+    from edgekit.runtimes.support_metadata import SupportMetadata
+
+    return SupportMetadata(**{k: tuple(v) if isinstance(v, list) else v for k, v in support.items()}).describe()
+
+
+def _preprocessing_text(pre: dict[str, Any] | None) -> str:
+    if not pre:
+        return "- (not one image input)"
+    return pre.get("text") or f"- ({pre.get('error')})"
 
 
 def _layout_text(image: dict[str, Any] | None) -> str:
@@ -175,7 +207,7 @@ def _size(n: int) -> str:
 
 def _metadata_summary(meta: dict[str, Any] | None) -> str:
     if not meta:
-        return "none (preprocessing and labels follow the conventions; pass --labels)"
+        return "none (see tflite meta and preprocessing)"
     bits = []
     for key in ("task", "output_format", "edgekit_version"):
         if key in meta:

@@ -1,8 +1,9 @@
 """`edgekit meta MODEL ...`: write what edgekit needs to read a model into its edgekit metadata.
 
-For models that come without it (a MediaPipe detector, a public DeepLab): the anchor options of a
-raw anchor-based detector, the task and output format that settle a model whose outputs read two
-ways, labels and the resize mode. Keys not given keep their value; the file is rewritten
+For models that come without it (a MediaPipe detector, a public DeepLab): a model family's preset
+(its reference preprocessing and decoding options), the anchor options of a raw anchor-based
+detector, the task and output format that settle a model whose outputs read two ways, labels, and
+the preprocessing (resize mode, mean/std or a value range, pad value, interpolation). Keys not given keep their value; the file is rewritten
 atomically (or written to -o OUT). Without options it prints the metadata.
 """
 
@@ -13,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from edgekit.contract import OutputFormat, ResizeMode, Task
+from edgekit.contract import Interpolation, Normalization, OutputFormat, ResizeMode, Task
+from edgekit.contract.presets import PRESETS
 from edgekit.contract.anchors import ANCHOR_PRESETS, AnchorSpec
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import load_labels
@@ -40,6 +42,15 @@ def register(subparsers: Any) -> None:
                    help="how its outputs are laid out (settles a model whose outputs read two ways)")
     p.add_argument("--labels", metavar="FILE", help="labels file (one per line, or 'id label')")
     p.add_argument("--resize", choices=[m.value for m in ResizeMode], help="how frames fit its input")
+    p.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
+                   help="write a model family's reference preprocessing and decoding options "
+                        f"({', '.join(sorted(PRESETS))})")
+    p.add_argument("--mean", type=float, nargs="+", metavar="M", help="real = (pixel - mean) / std: one value or three")
+    p.add_argument("--std", type=float, nargs="+", metavar="S", help="with --mean: one value or three")
+    p.add_argument("--range", type=float, nargs=2, metavar=("MIN", "MAX"),
+                   help="the value range pixels 0..255 map to (e.g. 0 1, -1 1); instead of --mean/--std")
+    p.add_argument("--pad-value", type=int, metavar="0..255", help="the letterbox border's pixel value")
+    p.add_argument("--interpolation", choices=[i.value for i in Interpolation], help="how frames are resampled")
     p.add_argument("-o", "--output", metavar="OUT.tflite", help="write here instead of rewriting MODEL")
     p.set_defaults(func=run)
 
@@ -81,15 +92,55 @@ def updated_metadata(current: dict[str, Any] | None, args: argparse.Namespace) -
         doc["output_format"] = args.output_format
     if args.labels:
         doc["labels"] = load_labels(args.labels)
-    if args.resize:
+    if getattr(args, "preset", None):
+        preset = PRESETS[args.preset].to_metadata()
         pre = doc.get("preprocessing")
-        doc["preprocessing"] = {**(pre if isinstance(pre, dict) else {}), "resize": args.resize}
+        doc.update({k: v for k, v in preset.items() if k != "preprocessing"})
+        doc["preprocessing"] = {**(pre if isinstance(pre, dict) else {}), **preset["preprocessing"]}
+    pre = dict(doc.get("preprocessing") or {}) if isinstance(doc.get("preprocessing"), dict) else {}
+    pre.update(_preprocessing_options(args))
+    if pre:
+        doc["preprocessing"] = pre
     return doc
+
+
+def _preprocessing_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The preprocessing keys the arguments set, checked.
+
+    Raises:
+        InputError: mean without std, a range or pad value out of bounds, or values that make no sense.
+    """
+    out: dict[str, Any] = {}
+    if args.resize:
+        out["resize"] = args.resize
+    mean, std, value_range = getattr(args, "mean", None), getattr(args, "std", None), getattr(args, "range", None)
+    if value_range is not None:
+        if mean is not None or std is not None:
+            raise InputError("give --range MIN MAX or --mean/--std, not both")
+        lo, hi = value_range
+        if not hi > lo:
+            raise InputError(f"--range needs MIN < MAX, got {lo:g} {hi:g}")
+        std = [255.0 / (hi - lo)]
+        mean = [-lo * std[0]]
+    if (mean is None) != (std is None):
+        raise InputError("give both --mean and --std (or --range MIN MAX)")
+    if mean is not None:
+        norm = Normalization(tuple(mean), tuple(std))  # one number or three, std not 0 (InputError)
+        out["mean"], out["std"] = list(norm.mean or ()), list(norm.std or ())
+    pad = getattr(args, "pad_value", None)
+    if pad is not None:
+        if not 0 <= pad <= 255:
+            raise InputError(f"--pad-value is one pixel value, 0..255; got {pad}")
+        out["pad_value"] = pad
+    if getattr(args, "interpolation", None):
+        out["interpolation"] = args.interpolation
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
     info = inspect_model(args.model)
-    changes = any((args.anchors, args.task, args.output_format, args.labels, args.resize))
+    changes = any((args.anchors, args.task, args.output_format, args.labels, args.resize, args.preset,
+                   args.mean, args.std, args.range, args.pad_value is not None, args.interpolation))
     if not changes:
         print(json.dumps(info.metadata or {}, indent=2, sort_keys=True))
         return 0

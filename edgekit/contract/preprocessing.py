@@ -21,12 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from edgekit.contract.enums import BoxMapping, Choice, ColorOrder, Interpolation, ResizeMode
+from edgekit.contract.enums import BoxMapping, Choice, ColorOrder, Interpolation, ResizeMode, Task
 from edgekit.contract.presets import Preset
 from edgekit.contract.spec import LETTERBOX_PAD, Normalization
 from edgekit.errors import InputError, ModelError
 
-__all__ = ["Provenance", "PreprocessingSpec", "resolve_preprocessing", "SETTINGS"]
+__all__ = ["Provenance", "PreprocessingSpec", "resolve_preprocessing", "preprocessing_for", "SETTINGS",
+           "CONVENTIONAL_RESIZE"]
 
 SETTINGS = ("resize", "pad_value", "interpolation", "normalization", "color", "box_mapping")
 
@@ -67,7 +68,9 @@ class PreprocessingSpec:
         n = self.normalization
         values = {"resize": self.resize.value, "pad_value": str(self.pad_value),
                   "interpolation": self.interpolation.value,
-                  "normalization": "the input type's convention" if n is None or n.mean is None
+                  "normalization": ("pixels as they are (a quantized input)"
+                                    if self.sources.get("normalization") is Provenance.TFLITE
+                                    else "the input type's convention") if n is None or n.mean is None
                   else f"mean {_short(n.mean)} std {_short(n.std)}",
                   "color": (n.color if n else ColorOrder.RGB).value, "box_mapping": self.box_mapping.value}
         text = ", ".join(f"{k} {values[k]} ({self.sources.get(k, Provenance.CONVENTION).value})" for k in SETTINGS)
@@ -153,8 +156,10 @@ def _normalization(pre: Mapping[str, Any], own: Provenance, support: Any, preset
     sources.setdefault("color", Provenance.CONVENTION)
     mean = getattr(support, "mean", None)
     std = getattr(support, "std", None)
-    if float_input and mean and std:
+    if mean and std:
         sources["normalization"] = Provenance.TFLITE
+        if not float_input:  # the Task Library feeds a quantized input the pixels as they are
+            return given if given is not None and given.color is not ColorOrder.RGB else None
         return _norm(mean, std, color, "the file's TFLite metadata (NormalizationOptions)")
     if float_input and preset is not None and preset.mean is not None:
         sources["normalization"] = Provenance.PRESET
@@ -186,11 +191,17 @@ def _ultralytics(meta: Mapping[str, Any]) -> bool:
     return isinstance(src, Mapping) and "Ultralytics" in str(src.get("name", ""))
 
 
+# The conventional resize of each task: MoveNet and most segmenters are trained on padded, not
+# squashed, images; detectors and classifiers (SSD, MobileNet) on stretched ones.
+CONVENTIONAL_RESIZE = {Task.SEGMENT: ResizeMode.LETTERBOX, Task.POSE: ResizeMode.LETTERBOX}
+
+
 def preprocessing_for(info: Any, *, resize: ResizeMode | str | None = None,
-                      default_resize: ResizeMode = ResizeMode.STRETCH) -> PreprocessingSpec:
+                      task: Task | None = None) -> PreprocessingSpec:
     """:func:`resolve_preprocessing` for a model described by ``info`` (a loaded
     :class:`~edgekit.runtimes.model.Model` or a :class:`~edgekit.runtimes.tensors.ModelInfo`): its
-    metadata, its TFLite metadata, and the preset its signature matches.
+    metadata, its TFLite metadata, and the preset its signature matches; ``task`` picks the
+    conventional resize (:data:`CONVENTIONAL_RESIZE`, else stretch).
 
     Raises:
         InputError: the ``resize`` option names no resize mode.
@@ -207,4 +218,5 @@ def preprocessing_for(info: Any, *, resize: ResizeMode | str | None = None,
     preset = PRESETS.get(str(named)) if named else match_preset(info.inputs, info.outputs, tuple(info.ops or ()))
     floating = len(info.inputs) == 1 and bool(np.issubdtype(np.dtype(info.inputs[0].dtype), np.floating))
     return resolve_preprocessing(meta, getattr(info, "support", None), preset, resize=resize,
-                                 default_resize=default_resize, float_input=floating)
+                                 default_resize=CONVENTIONAL_RESIZE.get(task, ResizeMode.STRETCH) if task else
+                                 ResizeMode.STRETCH, float_input=floating)

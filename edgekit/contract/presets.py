@@ -47,7 +47,7 @@ class Preset:
     pad_value: int | None = 0  # None: a family that stretches says nothing of padding
     mean: float | None = None
     std: float | None = None
-    interpolation: Interpolation = Interpolation.LINEAR
+    interpolation: Interpolation | None = Interpolation.LINEAR  # None: the references disagree, AUTO stands
     inputs: tuple[tuple[int, int], ...] = ()
     outputs: tuple[tuple[int, ...], ...] = ()
     output_format: OutputFormat | None = None
@@ -73,8 +73,9 @@ class Preset:
 
     def to_metadata(self) -> dict[str, Any]:
         """The edgekit metadata that writes this preset into a file (``edgekit meta --preset``)."""
-        pre: dict[str, Any] = {"resize": self.resize.value, "interpolation": self.interpolation.value,
-                               "preset": self.name}
+        pre: dict[str, Any] = {"resize": self.resize.value, "preset": self.name}
+        if self.interpolation is not None:
+            pre["interpolation"] = self.interpolation.value
         if self.pad_value is not None:
             pre["pad_value"] = self.pad_value
         if self.mean is not None:
@@ -138,7 +139,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            output_format=OutputFormat.SSD, ops=("TFLite_Detection_PostProcess",), float_input=False),
     Preset("ssd", "SSD (TF Object Detection API / Coral)", "tensorflow/models research/object_detection "
            "(fixed_shape_resizer: a stretch to the input), uint8 pixels as they are, [-1, 1] for float "
-           "inputs", ResizeMode.STRETCH, None, None, None, Interpolation.AUTO,
+           "inputs; its references resample differently (TF bilinear, Coral's PIL Lanczos): edgekit's AUTO stands",
+           ResizeMode.STRETCH, None, None, None, None,
            output_format=OutputFormat.SSD, ops=("TFLite_Detection_PostProcess",)),
 )}
 # Ultralytics' exports carry their own metadata (names, imgsz, task), translated to edgekit's by

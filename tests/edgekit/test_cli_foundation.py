@@ -119,7 +119,7 @@ def test_classify_json_real_images(capsys: pytest.CaptureFixture[str], shared_mo
 @pytest.mark.parametrize(("labels", "expected_label"), [
     ("imagenet_labels.txt", "military uniform"),  # 1001 lines, "background" first
     ("without_background", "military uniform"),  # 1000 lines: aligned transparently
-    (None, "653"),  # no labels: the id
+    (None, "military uniform"),  # no --labels: the file's own (its TFLite metadata's imagenet_labels.txt)
 ])
 def test_classify_labels_alignment(capsys: pytest.CaptureFixture[str], tmp_path: Path, shared_models: Path,
                                    shared_images: Path, labels: str | None, expected_label: str) -> None:

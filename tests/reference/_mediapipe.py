@@ -214,3 +214,27 @@ def reference_palms_and_hands(mp: Any, image: np.ndarray, complexity: int) -> tu
                                                          np.array([kp[2].x * w, kp[2].y * h]))))
     hands_found = [np.array([[lm.x * w, lm.y * h] for lm in hl.landmark]) for hl in res.multi_hand_landmarks or []]
     return palms, hands_found
+
+
+def reference_pose_detection(mp: Any, image: np.ndarray) -> dict[str, Any] | None:
+    """MediaPipe's own pose detector, as its pose graph runs it (pose_landmark_cpu's DETECTION stream,
+    static images, model_complexity 1: the wheel ships pose_landmark_full only): the box and 4 keypoints of the best person, in pixels, or None."""
+    from mediapipe.python.solution_base import SolutionBase
+    from mediapipe.python.solutions import pose
+
+    h, w = image.shape[:2]
+    graph = SolutionBase(binary_graph_path=pose._BINARYPB_FILE_PATH,
+                         side_inputs={"model_complexity": 1, "smooth_landmarks": False, "enable_segmentation": False,
+                                      "smooth_segmentation": False, "use_prev_landmarks": False},
+                         outputs=["pose_detection"])
+    try:
+        res = graph.process(image)
+    finally:
+        graph.close()
+    d = res.pose_detection
+    if d is None:
+        return None
+    b = d.location_data.relative_bounding_box
+    return {"score": float(d.score[0]) if d.score else None,
+            "box": (b.xmin * w, b.ymin * h, (b.xmin + b.width) * w, (b.ymin + b.height) * h),
+            "keypoints": np.array([[k.x * w, k.y * h] for k in d.location_data.relative_keypoints])}

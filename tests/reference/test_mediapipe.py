@@ -106,3 +106,24 @@ def test_hand_landmarks_on_the_reference_crops(mp: Any, mp_models: dict[str, Pat
                 assert min(errors, default=1.0) <= 0.02, (photo.name, errors)
                 hands += 1
     assert hands >= 4
+
+
+def test_pose_detector_matches_mediapipe(mp: Any, mp_models: dict[str, Path], photos: list[Path]) -> None:
+    """The best person of edgekit's pose detector against MediaPipe's (its pose graph's DETECTION),
+    both clipped to the image as edgekit reports boxes and keypoints in the frame's pixels."""
+    people = 0
+    with Detector.create_from_model_path(mp_models["pose-detector"], threshold=0.5, isolate=False) as det:
+        for photo in photos:
+            image = load_image(photo)
+            h, w = image.shape[:2]
+            want = ref.reference_pose_detection(mp, image)
+            got = ref.edgekit_faces(det, image)
+            if want is None:
+                assert not got, photo.name
+                continue
+            want["box"] = tuple(np.clip(want["box"], 0, [w, h, w, h]))
+            want["keypoints"] = np.clip(want["keypoints"], 0, [w, h])
+            ious, errors, _ = ref.match_faces([want], got, (w, h))
+            assert ious[0] >= 0.9 and errors[0] <= 0.02, (photo.name, ious, errors)
+            people += 1
+    assert people >= 5
