@@ -3,9 +3,13 @@
 The follower feeds every frame's outcome (the top score, the verdict when there was one, an
 inference error) to :class:`HealthTracker`. Frames of the serving version are remembered (the
 last ``baseline`` of them); when a version on trial takes over, its first ``window`` frames are
-compared with those: a FAIL rate higher by more than ``max_fail_rate_increase``, a mean top score
-moved by more than ``max_score_shift`` either way, or more than ``max_errors`` inference errors
-is a regression, and the follower rolls the version back.
+compared with those. A regression is a FAIL rate higher by more than ``max_fail_rate_increase``,
+a mean top score moved by more than ``max_score_shift`` either way, or more than ``max_errors``
+inference errors, and the follower rolls the version back. The two rates are different frames
+at different moments, so a difference also has to exceed :data:`~edgekit.fleet.compare.Z`
+standard errors of the belt's own variation (:mod:`edgekit.fleet.compare`): a model whose
+verdicts equal the serving one's is not rolled back because the belt carried more defective
+parts during its trial.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ import enum
 import threading
 from dataclasses import dataclass
 from typing import NamedTuple
+
+import numpy as np
+
+from edgekit.fleet.compare import Z, Difference, difference
 
 __all__ = ["HealthThresholds", "HealthStats", "HealthVerdict", "Health", "HealthTracker"]
 
@@ -88,6 +96,8 @@ class HealthTracker:
             maxlen=max(1, thresholds.baseline))
         self._trial: int | None = None
         self._baseline = HealthStats(0, None, None, 0)
+        self._base_frames: list[tuple[float | None, bool | None, bool]] = []
+        self._trial_frames: list[tuple[float | None, bool | None, bool]] = []
         self._window = _Sums()
 
     def switched(self, version: int, *, trial: bool) -> None:
@@ -98,6 +108,7 @@ class HealthTracker:
                 for frame in self._recent:
                     base.add(*frame)
                 self._baseline, self._trial, self._window = base.stats(), version, _Sums()
+                self._base_frames, self._trial_frames = list(self._recent), []
             elif version != self._trial:
                 self._trial = None
             self._recent.clear()
@@ -125,6 +136,7 @@ class HealthTracker:
             if self._trial is None:
                 return None
             self._window.add(score, failed, error)
+            self._trial_frames.append((score, failed, error))
             if not error and self._window.frames < self.t.window:
                 return None  # nothing to decide before the window is full, unless errors pile up
             trial, base = self._window.stats(), self._baseline
@@ -144,12 +156,21 @@ class HealthTracker:
         if base.frames < t.baseline:
             return (f"the baseline holds {base.frames} frames of the version before, fewer than the "
                     f"{t.baseline} a comparison needs; the trial cannot clear it")
-        if trial.fail_rate is not None and base.fail_rate is not None \
-                and trial.fail_rate - base.fail_rate > t.max_fail_rate_increase:
+        fails = difference(*self._series(1), binary=True)
+        if fails is not None and fails.delta > t.max_fail_rate_increase and fails.z > Z:
             return (f"FAIL rate {base.fail_rate:.1%} -> {trial.fail_rate:.1%} "
-                    f"(more than +{t.max_fail_rate_increase:.0%})")
-        if trial.mean_score is not None and base.mean_score is not None \
-                and abs(trial.mean_score - base.mean_score) > t.max_score_shift:
+                    f"(more than +{t.max_fail_rate_increase:.0%}, {_beyond(fails)})")
+        scores = difference(*self._series(0), binary=False)
+        if scores is not None and abs(scores.delta) > t.max_score_shift and abs(scores.z) > Z:
             return (f"mean top score {base.mean_score:.3f} -> {trial.mean_score:.3f} "
-                    f"(shift beyond {t.max_score_shift})")
+                    f"(shift beyond {t.max_score_shift}, {_beyond(scores)})")
         return None
+
+    def _series(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """The baseline's and the trial's scores (i=0) or FAIL verdicts (i=1), frames without one left out."""
+        pick = lambda frames: np.array([f[i] for f in frames if f[i] is not None], dtype=np.float64)  # noqa: E731
+        return pick(self._base_frames), pick(self._trial_frames)
+
+
+def _beyond(d: Difference) -> str:
+    return f"{abs(d.z):.1f} standard errors of the belt's own variation, {d.tau:.0f} frames a look"
