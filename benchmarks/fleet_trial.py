@@ -7,7 +7,8 @@
     verdict): the demo's int8 detector and inspection.toml (run `edgekit demo` first) on a belt
     video of --frames frames that the demo's generator writes (another seed than the demo's own
     300-frame clip, so windows see different parts), in per-frame mode (the config without [parts]
-    and [line]) and per-part mode (the part verdicts). --record keeps the sequences as JSON
+    and [line]) and per-part mode (without [[rules]]: only the part verdicts, one where a part
+    crosses the line). --record keeps the sequences as JSON
     (the test tests/edgekit/fleet/test_trial.py replays the committed copy).
 (2) Replays --trials trials per mode and window at seeded offsets of those sequences: the
     baseline is the `health_baseline` frames before the offset, the trial the window after it.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -49,7 +51,8 @@ def record(demo: Path, frames: int, seed: int) -> dict[str, list[Frame]]:
         text = text.replace('path = "belt.avi"', f'path = "{video}"').replace(
             "realtime = true", "realtime = false").replace(
             'path = "detector_int8.tflite"', f'path = "{demo / "detector_int8.tflite"}"')
-        for mode, body in (("frame", text.split("\n[parts]")[0]), ("part", text)):
+        parts_only = re.sub(r"\[\[rules\]\]\n(?:[^\[\n].*\n|\n)*", "", text)  # the part verdicts alone
+        for mode, body in (("frame", text.split("\n[parts]")[0]), ("part", parts_only)):
             folder = Path(tmp) / mode
             folder.mkdir()
             (folder / "inspection.toml").write_text(body)

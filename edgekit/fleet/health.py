@@ -30,7 +30,7 @@ __all__ = ["HealthThresholds", "HealthStats", "HealthVerdict", "Health", "Health
 @dataclass(frozen=True)
 class HealthThresholds:
     window: int = 300  # frames a version on trial must serve before it counts as healthy
-    baseline: int = 300  # frames of the previous version it is compared with (at most)
+    baseline: int = 300  # frames of the previous version it is compared with (a new version waits for them)
     max_fail_rate_increase: float = 0.2  # absolute: 0.05 -> 0.30 is a regression
     max_score_shift: float = 0.15  # absolute change of the mean top score, either way
     max_errors: int = 3  # inference errors allowed in the window

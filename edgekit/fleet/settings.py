@@ -12,6 +12,7 @@
     jitter = 0.2
     broker = "10.0.0.5:1883"  # status and notifications (default: [sinks.mqtt]'s broker, if any)
     health_window = 300     # frames a new version serves on trial
+    health_baseline = 300   # frames of the serving version it is compared with, collected before it is placed
     max_fail_rate_increase = 0.2
     max_score_shift = 0.15
     max_errors = 3
