@@ -15,8 +15,10 @@
     "identical": the trial's frames are the recording's own (a model whose verdicts equal the
     serving one's, frame for frame, on later frames); "bad": every verdict FAIL and every top
     score 0.2 lower; "all FAIL": every verdict FAIL, scores as they were. Counts the trials the
-    health check calls regressed, with today's test (a difference beyond Z standard errors of
-    the belt's own variation) beside the rule before it (the bare thresholds).
+    health check calls regressed, with today's test (a difference beyond 3 standard errors of
+    the belt's own variation, more with few independent looks; a trial that cannot tell runs on
+    up to 4 windows, then its size alone decides) beside the rule before it (the bare thresholds
+    on one window).
 """
 
 from __future__ import annotations
@@ -32,18 +34,21 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edgekit.fleet.health import Health, HealthThresholds, HealthTracker  # noqa: E402
+from edgekit.fleet.health import EXTEND, Health, HealthThresholds, HealthTracker  # noqa: E402
 
 Frame = tuple  # (top score or None, FAIL or None)
 
 
-def record(demo: Path, frames: int, seed: int) -> dict[str, list[Frame]]:
-    """Each mode's per-frame (score, failed) from a real cell run on a generated belt video."""
+def record(demo: Path, frames: int, seed: int, threshold: str | None) -> dict[str, list[Frame]]:
+    """Each mode's per-frame (score, failed) from a real cell run on a generated belt video
+    (`threshold`: another score threshold than the config's 0.4, for the weak --quick model)."""
     from edgekit.demo.conveyor import make_video
     from edgekit.inspect import Cell, load_config
 
     config = demo / "inspection.toml"
     text = config.read_text()
+    if threshold is not None:
+        text = text.replace("= 0.4\n", f"= {threshold}\n")
     out: dict[str, list[Frame]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         video = Path(tmp) / "belt.avi"
@@ -77,17 +82,18 @@ def old_rule(base: list[Frame], trial: list[Frame], t: HealthThresholds) -> bool
         (bs is not None and ts is not None and abs(ts - bs) > t.max_score_shift)
 
 
-def judge(base: list[Frame], trial: list[Frame], t: HealthThresholds) -> tuple[bool, str]:
+def judge(base: list[Frame], trial: list[Frame], t: HealthThresholds) -> tuple[bool, str, int]:
+    """(regressed, why, trial frames it took) from the health check itself."""
     tracker = HealthTracker(t)
     tracker.switched(1, trial=False)
     for score, failed in base:
         tracker.observe(score, failed)
     tracker.switched(2, trial=True)
-    for score, failed in trial:
+    for i, (score, failed) in enumerate(trial):
         verdict = tracker.observe(score, failed)
         if verdict is not None:
-            return verdict.health is Health.REGRESSED, verdict.reason
-    raise RuntimeError("the window ended without a verdict")
+            return verdict.health is Health.REGRESSED, verdict.reason, i + 1
+    raise RuntimeError(f"no verdict in {len(trial)} trial frames")
 
 
 VARIANTS = {
@@ -101,7 +107,8 @@ def replay(sequences: dict[str, list[Frame]], trials: int, windows: list[int], b
     results: dict = {}
     print(f"(2) {trials} trials per row at seeded offsets; baseline {baseline} frames; thresholds: FAIL rate "
           f"+{HealthThresholds().max_fail_rate_increase:.0%}, score shift {HealthThresholds().max_score_shift}")
-    print("    mode    window  variant     rolled back (now)  rolled back (bare thresholds)  judged units a trial")
+    print("    mode    window  variant     rolled back (now)  trial frames (now)  rolled back (bare thresholds, "
+          "one window)  judged units a window")
     for mode, seq in sequences.items():
         n = len(seq)
         for window in windows:
@@ -110,16 +117,18 @@ def replay(sequences: dict[str, list[Frame]], trials: int, windows: list[int], b
             offsets = [rng.randrange(n) for _ in range(trials)]
             for name, change in VARIANTS.items():
                 now = old = 0
-                units = []
+                units, took = [], []
                 for o in offsets:
-                    loop = [seq[(o + i) % n] for i in range(baseline + window)]  # the belt video looped
+                    loop = [seq[(o + i) % n] for i in range(baseline + EXTEND * window)]  # the belt video looped
                     base, trial = loop[:baseline], [change(f) for f in loop[baseline:]]
-                    units.append(sum(f[1] is not None for f in trial))
-                    now += judge(base, trial, t)[0]
-                    old += old_rule(base, trial, t)
+                    units.append(sum(f[1] is not None for f in trial[:window]))
+                    regressed, _, frames = judge(base, trial, t)
+                    now += regressed
+                    took.append(frames)
+                    old += old_rule(base, trial[:window], t)
                 results[(mode, window, name)] = (now, old)
-                print(f"    {mode:<7} {window:>6}  {name:<10} {now:>3} of {trials:<12} {old:>3} of {trials:<24} "
-                      f"{min(units)}-{max(units)}")
+                print(f"    {mode:<7} {window:>6}  {name:<10} {now:>3} of {trials:<12}  {min(took):>5}-{max(took):<11} "
+                      f"{old:>3} of {trials:<35} {min(units)}-{max(units)}")
     return results
 
 
@@ -130,7 +139,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7, help="the generated belt's seed (the demo's own clip is 0)")
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--windows", default="300,45", help="health_window values to try")
-    ap.add_argument("--baseline", type=int, default=300, help="health_baseline")
+    ap.add_argument("--baseline", type=int, default=HealthThresholds().baseline, help="health_baseline")
+    ap.add_argument("--threshold", help="score thresholds instead of the config's 0.4 (the --quick demo's weak model)")
     ap.add_argument("--record", metavar="FILE", help="write the recorded sequences here (JSON)")
     ap.add_argument("--replay", metavar="FILE", help="replay sequences recorded before instead of recording")
     a = ap.parse_args()
@@ -142,8 +152,9 @@ def main() -> None:
         demo = Path(a.demo)
         if not (demo / "detector_int8.tflite").is_file() or not (demo / "inspection.toml").is_file():
             sys.exit(f"no {demo}/detector_int8.tflite or inspection.toml: run `edgekit demo --out {demo}` first")
-        sequences = record(demo, a.frames, a.seed)
-        source = (f"the demo's int8 detector and inspection.toml on a {a.frames}-frame belt video "
+        sequences = record(demo, a.frames, a.seed, a.threshold)
+        source = (f"the demo's int8 detector and inspection.toml"
+                  f"{f' (thresholds {a.threshold})' if a.threshold else ''} on a {a.frames}-frame belt video "
                   f"(make_video seed {a.seed}, 15 fps), per-frame mode and per-part mode")
         print(f"(1) recorded {source}: " + ", ".join(
             f"{m}: {len(s)} frames, {sum(f[1] is not None for f in s)} with a verdict, "

@@ -16,19 +16,41 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Difference", "difference", "autocorrelation_time", "Z"]
+__all__ = ["Difference", "difference", "autocorrelation_time", "critical", "Z"]
 
-Z = 3.0  # standard errors a difference must exceed (one-sided, about 1 in 700 if the estimate holds)
+Z = 3.0  # standard errors a difference must exceed with many looks (one-sided, about 1 in 740)
+
+# Student's t at the same one-sided level as Z (scipy.stats.t.isf(norm.sf(3), df)): with few
+# independent looks the variance itself is a guess, and the bar rises.
+_T = ((1, 235.8), (2, 19.21), (3, 9.22), (4, 6.62), (5, 5.51), (6, 4.9), (8, 4.28), (10, 3.96), (15, 3.59),
+      (20, 3.42), (30, 3.27), (60, 3.13), (120, 3.06))
+
+
+def critical(df: float) -> float:
+    """Standard errors a difference must exceed with `df` degrees of freedom."""
+    if df <= 1:
+        return _T[0][1]
+    for (d0, t0), (d1, t1) in zip(_T, _T[1:]):
+        if df <= d1:
+            w = (np.log(df) - np.log(d0)) / (np.log(d1) - np.log(d0))
+            return float(np.exp(np.log(t0) + w * (np.log(t1) - np.log(t0))))
+    return Z + (_T[-1][1] - Z) * _T[-1][0] / df
 
 
 class Difference(NamedTuple):
     delta: float  # trial mean - baseline mean
     se: float  # standard error of delta, from the effective sample sizes
     tau: float  # the autocorrelation time used (frames per independent look)
+    df: float  # degrees of freedom (Welch-Satterthwaite over the independent looks)
 
     @property
     def z(self) -> float:
         return self.delta / self.se if self.se > 0 else (float("inf") if self.delta else 0.0)
+
+    @property
+    def significant(self) -> bool:
+        """Beyond the belt's own variation: |z| above the bar for this many looks."""
+        return abs(self.z) > critical(self.df)
 
 
 def autocorrelation_time(x: np.ndarray) -> float:
@@ -67,5 +89,8 @@ def difference(base: np.ndarray, trial: np.ndarray, *, binary: bool) -> Differen
     else:
         var = (b.var() * len(b) + t.var() * len(t)) / (len(b) + len(t))
     tau = max(autocorrelation_time(b), autocorrelation_time(t))
-    se = float(np.sqrt(var * tau * (1 / len(b) + 1 / len(t))))
-    return Difference(float(t.mean() - b.mean()), se, tau)
+    mb, mt = len(b) / tau, len(t) / tau  # independent looks
+    se = float(np.sqrt(var * (1 / mb + 1 / mt)))
+    # Welch-Satterthwaite with equal variances: the smaller sample decides how well var is known
+    df = (1 / mb + 1 / mt) ** 2 / ((1 / mb) ** 2 / max(mb - 1, 1e-9) + (1 / mt) ** 2 / max(mt - 1, 1e-9))
+    return Difference(float(t.mean() - b.mean()), se, tau, df)

@@ -6,8 +6,8 @@ last ``baseline`` of them); when a version on trial takes over, its first ``wind
 compared with those. A regression is a FAIL rate higher by more than ``max_fail_rate_increase``,
 a mean top score moved by more than ``max_score_shift`` either way, or more than ``max_errors``
 inference errors, and the follower rolls the version back. The two rates are different frames
-at different moments, so a difference also has to exceed :data:`~edgekit.fleet.compare.Z`
-standard errors of the belt's own variation (:mod:`edgekit.fleet.compare`): a model whose
+at different moments, so a difference also has to exceed 3 standard errors of the belt's own
+variation, more with few independent looks (:mod:`edgekit.fleet.compare`): a model whose
 verdicts equal the serving one's is not rolled back because the belt carried more defective
 parts during its trial.
 """
@@ -22,15 +22,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from edgekit.fleet.compare import Z, Difference, difference
+from edgekit.fleet.compare import Difference, critical, difference
 
 __all__ = ["HealthThresholds", "HealthStats", "HealthVerdict", "Health", "HealthTracker"]
+
+
+EXTEND = 4  # a trial whose differences the belt's variation could explain runs on, up to this many windows
+END_Z = 2.0  # at the end of the longest trial, a difference beyond a threshold needs only this many standard errors
 
 
 @dataclass(frozen=True)
 class HealthThresholds:
     window: int = 300  # frames a version on trial must serve before it counts as healthy
-    baseline: int = 300  # frames of the previous version it is compared with (a new version waits for them)
+    # frames of the previous version it is compared with (a new version waits for them): 3 windows, so
+    # the baseline's own noise (a few parts in 300 frames) does not decide an extended trial
+    baseline: int = 900
     max_fail_rate_increase: float = 0.2  # absolute: 0.05 -> 0.30 is a regression
     max_score_shift: float = 0.15  # absolute change of the mean top score, either way
     max_errors: int = 3  # inference errors allowed in the window
@@ -137,34 +143,44 @@ class HealthTracker:
                 return None
             self._window.add(score, failed, error)
             self._trial_frames.append((score, failed, error))
-            if not error and self._window.frames < self.t.window:
-                return None  # nothing to decide before the window is full, unless errors pile up
+            n, w = self._window.frames, self.t.window
+            if not error and (n < w or ((n - w) % max(1, w // 10) and n < EXTEND * w)):
+                return None  # decided on a full window (then every tenth of one), unless errors pile up
             trial, base = self._window.stats(), self._baseline
-            reason = self._regression(trial, base)
-            if reason is None and trial.frames < self.t.window:
+            reason, decided = self._regression(trial, base)
+            if not decided:
                 return None
             version, self._trial = self._trial, None
         health = Health.HEALTHY if reason is None else Health.REGRESSED
         return HealthVerdict(version, health, reason or f"{trial.frames} frames within the thresholds", trial, base)
 
-    def _regression(self, trial: HealthStats, base: HealthStats) -> str | None:
+    def _regression(self, trial: HealthStats, base: HealthStats) -> tuple[str | None, bool]:
+        """(why it regressed or None, whether that is decided). A difference beyond a threshold that
+        the belt's own variation could explain extends the trial, up to EXTEND windows; at the end
+        END_Z standard errors suffice (a bad version does not stay for want of a longer trial)."""
         t = self.t
         if trial.errors > t.max_errors:
-            return f"{trial.errors} inference errors in {trial.frames} frames (allowed {t.max_errors})"
+            return f"{trial.errors} inference errors in {trial.frames} frames (allowed {t.max_errors})", True
         if trial.frames < t.window:
-            return None  # decided on a full window
+            return None, False
         if base.frames < t.baseline:
             return (f"the baseline holds {base.frames} frames of the version before, fewer than the "
-                    f"{t.baseline} a comparison needs; the trial cannot clear it")
+                    f"{t.baseline} a comparison needs; the trial cannot clear it"), True
+        last = trial.frames >= EXTEND * t.window
+        pending = False
         fails = difference(*self._series(1), binary=True)
-        if fails is not None and fails.delta > t.max_fail_rate_increase and fails.z > Z:
-            return (f"FAIL rate {base.fail_rate:.1%} -> {trial.fail_rate:.1%} "
-                    f"(more than +{t.max_fail_rate_increase:.0%}, {_beyond(fails)})")
+        if fails is not None and fails.delta > t.max_fail_rate_increase:
+            if fails.significant or (last and fails.z > END_Z):
+                return (f"FAIL rate {base.fail_rate:.1%} -> {trial.fail_rate:.1%} "
+                        f"(more than +{t.max_fail_rate_increase:.0%}, {_beyond(fails)})"), True
+            pending = True
         scores = difference(*self._series(0), binary=False)
-        if scores is not None and abs(scores.delta) > t.max_score_shift and abs(scores.z) > Z:
-            return (f"mean top score {base.mean_score:.3f} -> {trial.mean_score:.3f} "
-                    f"(shift beyond {t.max_score_shift}, {_beyond(scores)})")
-        return None
+        if scores is not None and abs(scores.delta) > t.max_score_shift:
+            if scores.significant or (last and abs(scores.z) > END_Z):
+                return (f"mean top score {base.mean_score:.3f} -> {trial.mean_score:.3f} "
+                        f"(shift beyond {t.max_score_shift}, {_beyond(scores)})"), True
+            pending = True
+        return None, last or not pending
 
     def _series(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """The baseline's and the trial's scores (i=0) or FAIL verdicts (i=1), frames without one left out."""
@@ -173,4 +189,8 @@ class HealthTracker:
 
 
 def _beyond(d: Difference) -> str:
-    return f"{abs(d.z):.1f} standard errors of the belt's own variation, {d.tau:.0f} frames a look"
+    if not d.significant:
+        return (f"after {EXTEND} windows, {abs(d.z):.1f} standard errors of the belt's own variation, "
+                f"beyond {END_Z} ({d.tau:.0f} frames a look)")
+    return (f"{abs(d.z):.1f} standard errors of the belt's own variation, beyond the {critical(d.df):.1f} "
+            f"for {d.df:.0f} degrees of freedom ({d.tau:.0f} frames a look)")

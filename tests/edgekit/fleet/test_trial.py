@@ -2,7 +2,7 @@
 fleet health check on a generated belt video, frame by frame (data/belt_verdicts.json, written by
 ``benchmarks/fleet_trial.py --record``), replayed at 20 seeded offsets. A model whose verdicts
 equal the serving one's, frame for frame on later frames, is never rolled back; a bad one (every
-verdict FAIL, scores 0.2 lower) always is, within the window."""
+verdict FAIL, scores 0.2 lower) always is, within the trial (at most 4 windows)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,18 @@ import numpy as np
 import pytest
 
 from edgekit.fleet.compare import autocorrelation_time, difference
-from edgekit.fleet.health import Health, HealthThresholds, HealthTracker
+from edgekit.fleet.health import EXTEND, Health, HealthThresholds, HealthTracker
 
 DATA = Path(__file__).parent / "data" / "belt_verdicts.json"
 SEQUENCES = {m: [tuple(f) for f in s] for m, s in json.loads(DATA.read_text())["sequences"].items()}
 
 
-def trial(seq: list[tuple], offset: int, window: int, baseline: int, bad: bool) -> Health:
-    n = len(seq)
-    loop = [seq[(offset + i) % n] for i in range(baseline + window)]
-    tracker = HealthTracker(HealthThresholds(window=window, baseline=baseline))
+def trial(seq: list[tuple], offset: int, bad: bool) -> Health:
+    """One trial with the default thresholds at `offset` of the recording (looped, as a belt video)."""
+    t = HealthThresholds()
+    n, baseline = len(seq), t.baseline
+    loop = [seq[(offset + i) % n] for i in range(baseline + EXTEND * t.window)]
+    tracker = HealthTracker(t)
     tracker.switched(1, trial=False)
     for score, failed in loop[:baseline]:
         tracker.observe(score, failed)
@@ -34,7 +36,7 @@ def trial(seq: list[tuple], offset: int, window: int, baseline: int, bad: bool) 
         verdict = tracker.observe(score, failed)
         if verdict is not None:
             return verdict.health
-    raise AssertionError("the window ended without a verdict")
+    raise AssertionError(f"no verdict in {EXTEND} windows")
 
 
 @pytest.mark.parametrize("mode", sorted(SEQUENCES))
@@ -43,8 +45,8 @@ def test_identical_models_are_kept_and_bad_ones_rolled_back_on_a_real_belt(mode:
     assert sum(bool(f[1]) for f in seq) > 0.05 * sum(f[1] is not None for f in seq)  # the belt has defects
     rng = random.Random(mode)
     offsets = [rng.randrange(len(seq)) for _ in range(20)]
-    identical = [trial(seq, o, 300, 300, bad=False) for o in offsets]
-    bad = [trial(seq, o, 300, 300, bad=True) for o in offsets]
+    identical = [trial(seq, o, bad=False) for o in offsets]
+    bad = [trial(seq, o, bad=True) for o in offsets]
     assert identical.count(Health.REGRESSED) == 0
     assert bad.count(Health.REGRESSED) == 20
 
