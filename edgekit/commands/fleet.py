@@ -29,15 +29,23 @@ def register(subparsers: Any) -> None:
 
 def status_table(rows: list[Any], now: float | None = None) -> str:
     now = time.time() if now is None else now
-    head = ("DEVICE", "STATE", "RUNNING", "PENDING", "FPS", "UPTIME", "SEEN", "LAST ERROR")
+    head = ("DEVICE", "STATE", "RUNNING", "PENDING", "SELFTEST", "FPS", "UPTIME", "SEEN", "LAST ERROR")
     lines = [head]
     for r in rows:
         seen = f"{max(0.0, now - r.updated):.0f}s ago" if r.updated else "-"
         lines.append((r.device, r.state, "-" if r.running is None else str(r.running),
-                      "-" if r.pending is None else str(r.pending), "-" if r.fps is None else f"{r.fps:.1f}",
+                      "-" if r.pending is None else str(r.pending), _selftest(r.selftest),
+                      "-" if r.fps is None else f"{r.fps:.1f}",
                       "-" if r.uptime_s is None else f"{r.uptime_s:.0f}s", seen, (r.last_error or "")[:60]))
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in lines)
+
+
+def _selftest(t: dict[str, Any] | None) -> str:
+    """'v3 2 ok' (version, golden cases, result) or 'v3 failed'."""
+    if not t:
+        return "-"
+    return f"v{t.get('version')} {t.get('cases')} ok" if t.get("passed") else f"v{t.get('version')} failed"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,12 +2,15 @@
 
 Writes DIR/versions/V/ (the model, golden inputs and outputs, a signed manifest) and a signed
 DIR/channel.json rolling V out to --rollout of the fleet. Without MODEL it changes the channel of
-the version it rolls out: `--rollout 100%` widens, `--halt` withdraws it.
+the version it rolls out: `--rollout 100%` widens, `--halt` withdraws it; with only --mqtt it
+notifies the devices of the channel DIR holds. Upload DIR first, notify after (a device woken
+before the server has the new channel.json looks again after 1, 2, 4 ... s until it finds it).
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 __all__ = ["register", "run"]
@@ -28,7 +31,8 @@ def register(subparsers: Any) -> None:
                                                         "computed here and every device must reproduce them")
     p.add_argument("--halt", action="store_true", help="withdraw the version: devices running it roll back")
     p.add_argument("--channel", metavar="NAME", help="the channel's name (default: the folder's name)")
-    p.add_argument("--mqtt", metavar="HOST:PORT", help="publish a retained notification that wakes the devices")
+    p.add_argument("--mqtt", metavar="HOST:PORT", help="publish a retained notification (with the channel's serial) "
+                                                       "that wakes the devices; after the upload")
     p.add_argument("--topic", metavar="TOPIC", help="the notification topic (default: edgekit/channel/NAME)")
     p.set_defaults(func=run)
 
@@ -36,7 +40,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from edgekit.errors import InputError
     from edgekit.fleet.keys import load_signing_key
-    from edgekit.fleet.release import parse_fraction, set_rollout, write_release
+    from edgekit.fleet.release import parse_fraction, read_channel_file, set_rollout, write_release
 
     key = load_signing_key(args.key)
     rollout = parse_fraction(args.rollout) if args.rollout is not None else None
@@ -49,9 +53,14 @@ def run(args: argparse.Namespace) -> int:
         what = "wrote" if result.created else "exists with this model; channel updated for"
         print(f"{what} {result.folder}/versions/{args.version} ({result.manifest.total_size} bytes, "
               f"{len(result.manifest.files)} files)")
+    elif rollout is None and not args.halt:
+        if not args.mqtt:
+            raise InputError("without MODEL, give --rollout to widen, --halt to withdraw the version, or --mqtt "
+                             "to notify the devices of the channel DIR holds (once it is uploaded)")
+        channel = read_channel_file(Path(args.to))
+        if channel is None or channel.version != args.version:
+            raise InputError(f"{args.to} holds no channel rolling out version {args.version}; release it first")
     else:
-        if rollout is None and not args.halt:
-            raise InputError("without MODEL, give --rollout to widen or --halt to withdraw the version")
         channel = set_rollout(args.to, args.version, key, rollout=rollout, halted=True if args.halt else None)
     state = "halted" if channel.halted else f"rolled out to {channel.rollout:.0%}"
     print(f"channel {channel.name!r} serial {channel.serial}: version {channel.version} {state}; "

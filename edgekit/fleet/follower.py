@@ -295,7 +295,7 @@ class FleetFollower:
             elif self._held == target:
                 self._drop_held()
             return Outcome.HALTED
-        want: int | None = target if selected(self.device, channel.rollout) else None
+        want: int | None = target if selected(self.device, channel.rollout, target) else None
         if want is None and not installed:  # a new device outside the rollout: the release before
             earlier = [v for v in channel.releases if v < target and v not in self.state.rejected]
             want = max(earlier) if earlier else None
@@ -329,10 +329,10 @@ class FleetFollower:
         self._save()
         self.phase = Phase.TESTING
         try:
-            self.selftest = self.staging.self_test(version)
+            self.selftest = {"version": version, **self.staging.self_test(version)}
         except ModelError as exc:
             self.staging.drop(version)
-            self.selftest = {"cases": 0, "passed": False, "reason": str(exc)}
+            self.selftest = {"version": version, "cases": None, "passed": False, "reason": str(exc)}
             self._reject(version, f"golden self-test failed: {exc}", action="refused")
             raise
         with self._state_lock:
@@ -446,7 +446,7 @@ class FleetFollower:
         return DeviceStatus(device=self.device, state=self.phase.value, running=self.serving, pending=self.pending,
                             last_error=self.last_error, fps=round(fps, 1) if fps is not None else None,
                             uptime_s=round(now - self._started, 1), channel=self.s.channel_name,
-                            downloaded_bytes=self.downloaded, updated=time.time())
+                            downloaded_bytes=self.downloaded, selftest=self.selftest, updated=time.time())
 
     def publish_status(self) -> None:
         if self.publisher is not None:

@@ -3,9 +3,13 @@
 The follower feeds every frame's outcome (the top score, the verdict when there was one, an
 inference error) to :class:`HealthTracker`. Frames of the serving version are remembered (the
 last ``baseline`` of them); when a version on trial takes over, its first ``window`` frames are
-compared with those: a FAIL rate higher by more than ``max_fail_rate_increase``, a mean top score
-moved by more than ``max_score_shift`` either way, or more than ``max_errors`` inference errors
-is a regression, and the follower rolls the version back.
+compared with those. A regression is a FAIL rate higher by more than ``max_fail_rate_increase``,
+a mean top score moved by more than ``max_score_shift`` either way, or more than ``max_errors``
+inference errors, and the follower rolls the version back. The two rates are different frames
+at different moments, so a difference also has to exceed 3 standard errors of the belt's own
+variation, more with few independent looks (:mod:`edgekit.fleet.compare`): a model whose
+verdicts equal the serving one's is not rolled back because the belt carried more defective
+parts during its trial.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Sequence
 
+import numpy as np
+
+from edgekit.fleet.compare import Difference, critical, difference
 from edgekit.results import Detections
 
 if TYPE_CHECKING:
@@ -26,10 +33,16 @@ if TYPE_CHECKING:
 __all__ = ["HealthThresholds", "HealthStats", "HealthVerdict", "Health", "HealthTracker"]
 
 
+EXTEND = 4  # a trial whose differences the belt's variation could explain runs on, up to this many windows
+END_Z = 2.0  # at the end of the longest trial, a difference beyond a threshold needs only this many standard errors
+
+
 @dataclass(frozen=True)
 class HealthThresholds:
     window: int = 300  # frames a version on trial must serve before it counts as healthy
-    baseline: int = 300  # frames of the previous version it is compared with (at most)
+    # frames of the previous version it is compared with (a new version waits for them): 3 windows, so
+    # the baseline's own noise (a few parts in 300 frames) does not decide an extended trial
+    baseline: int = 900
     max_fail_rate_increase: float = 0.2  # absolute: 0.05 -> 0.30 is a regression
     max_score_shift: float = 0.15  # absolute change of the mean top score, either way
     max_errors: int = 3  # inference errors allowed in the window
@@ -95,6 +108,8 @@ class HealthTracker:
             maxlen=max(1, thresholds.baseline))
         self._trial: int | None = None
         self._baseline = HealthStats(0, None, None, 0)
+        self._base_frames: list[tuple[float | None, bool | None, bool]] = []
+        self._trial_frames: list[tuple[float | None, bool | None, bool]] = []
         self._window = _Sums()
 
     def switched(self, version: int, *, trial: bool) -> None:
@@ -105,6 +120,7 @@ class HealthTracker:
                 for frame in self._recent:
                     base.add(*frame)
                 self._baseline, self._trial, self._window = base.stats(), version, _Sums()
+                self._base_frames, self._trial_frames = list(self._recent), []
             elif version != self._trial:
                 self._trial = None
             self._recent.clear()
@@ -132,34 +148,58 @@ class HealthTracker:
             if self._trial is None:
                 return None
             self._window.add(score, failed, error)
-            if not error and self._window.frames < self.t.window:
-                return None  # nothing to decide before the window is full, unless errors pile up
+            self._trial_frames.append((score, failed, error))
+            n, w = self._window.frames, self.t.window
+            if not error and (n < w or ((n - w) % max(1, w // 10) and n < EXTEND * w)):
+                return None  # decided on a full window (then every tenth of one), unless errors pile up
             trial, base = self._window.stats(), self._baseline
-            reason = self._regression(trial, base)
-            if reason is None and trial.frames < self.t.window:
+            reason, decided = self._regression(trial, base)
+            if not decided:
                 return None
             version, self._trial = self._trial, None
         health = Health.HEALTHY if reason is None else Health.REGRESSED
         return HealthVerdict(version, health, reason or f"{trial.frames} frames within the thresholds", trial, base)
 
-    def _regression(self, trial: HealthStats, base: HealthStats) -> str | None:
+    def _regression(self, trial: HealthStats, base: HealthStats) -> tuple[str | None, bool]:
+        """(why it regressed or None, whether that is decided). A difference beyond a threshold that
+        the belt's own variation could explain extends the trial, up to EXTEND windows; at the end
+        END_Z standard errors suffice (a bad version does not stay for want of a longer trial)."""
         t = self.t
         if trial.errors > t.max_errors:
-            return f"{trial.errors} inference errors in {trial.frames} frames (allowed {t.max_errors})"
+            return f"{trial.errors} inference errors in {trial.frames} frames (allowed {t.max_errors})", True
         if trial.frames < t.window:
-            return None  # decided on a full window
+            return None, False
         if base.frames < t.baseline:
             return (f"the baseline holds {base.frames} frames of the version before, fewer than the "
-                    f"{t.baseline} a comparison needs; the trial cannot clear it")
-        if trial.fail_rate is not None and base.fail_rate is not None \
-                and trial.fail_rate - base.fail_rate > t.max_fail_rate_increase:
-            return (f"FAIL rate {base.fail_rate:.1%} -> {trial.fail_rate:.1%} "
-                    f"(more than +{t.max_fail_rate_increase:.0%})")
-        if trial.mean_score is not None and base.mean_score is not None \
-                and abs(trial.mean_score - base.mean_score) > t.max_score_shift:
-            return (f"mean top score {base.mean_score:.3f} -> {trial.mean_score:.3f} "
-                    f"(shift beyond {t.max_score_shift})")
-        return None
+                    f"{t.baseline} a comparison needs; the trial cannot clear it"), True
+        last = trial.frames >= EXTEND * t.window
+        pending = False
+        fails = difference(*self._series(1), binary=True)
+        if fails is not None and fails.delta > t.max_fail_rate_increase:
+            if fails.significant or (last and fails.z > END_Z):
+                return (f"FAIL rate {base.fail_rate:.1%} -> {trial.fail_rate:.1%} "
+                        f"(more than +{t.max_fail_rate_increase:.0%}, {_beyond(fails)})"), True
+            pending = True
+        scores = difference(*self._series(0), binary=False)
+        if scores is not None and abs(scores.delta) > t.max_score_shift:
+            if scores.significant or (last and abs(scores.z) > END_Z):
+                return (f"mean top score {base.mean_score:.3f} -> {trial.mean_score:.3f} "
+                        f"(shift beyond {t.max_score_shift}, {_beyond(scores)})"), True
+            pending = True
+        return None, last or not pending
+
+    def _series(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """The baseline's and the trial's scores (i=0) or FAIL verdicts (i=1), frames without one left out."""
+        pick = lambda frames: np.array([f[i] for f in frames if f[i] is not None], dtype=np.float64)  # noqa: E731
+        return pick(self._base_frames), pick(self._trial_frames)
+
+
+def _beyond(d: Difference) -> str:
+    if not d.significant:
+        return (f"after {EXTEND} windows, {abs(d.z):.1f} standard errors of the belt's own variation, "
+                f"beyond {END_Z} ({d.tau:.0f} frames a look)")
+    return (f"{abs(d.z):.1f} standard errors of the belt's own variation, beyond the {critical(d.df):.1f} "
+            f"for {d.df:.0f} degrees of freedom ({d.tau:.0f} frames a look)")
 
 
 def frame_health(result: FrameResult, decisions: Sequence[Decision],

@@ -43,15 +43,17 @@ def canonical_json(doc: Mapping[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
-def rollout_bucket(device: str) -> float:
-    """Where a device falls in [0, 1): the same on every run and machine (SHA-256 of its id)."""
-    return int.from_bytes(hashlib.sha256(device.encode()).digest()[:8], "big") / 2.0**64
+def rollout_bucket(device: str, version: int) -> float:
+    """Where a device falls in [0, 1) for a release of `version`: the first 8 bytes of
+    SHA-256("<device>/<version>") as a big-endian integer over 2**64. The same on every run and
+    machine; another version draws other canaries, so no device is the guinea pig of every release."""
+    return int.from_bytes(hashlib.sha256(f"{device}/{version}".encode()).digest()[:8], "big") / 2.0**64
 
 
-def selected(device: str, fraction: float) -> bool:
-    """Whether a rollout to `fraction` of the fleet includes `device`. Raising the fraction keeps
-    every device already selected and adds others."""
-    return rollout_bucket(device) < fraction
+def selected(device: str, fraction: float, version: int) -> bool:
+    """Whether a rollout of `version` to `fraction` of the fleet includes `device`. Raising the
+    fraction keeps every device already selected and adds others."""
+    return rollout_bucket(device, version) < fraction
 
 
 def safe_path(path: str, what: str) -> str:

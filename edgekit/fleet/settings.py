@@ -12,6 +12,7 @@
     jitter = 0.2
     broker = "10.0.0.5:1883"  # status and notifications (default: [sinks.mqtt]'s broker, if any)
     health_window = 300     # frames a new version serves on trial
+    health_baseline = 900   # frames of the serving version it is compared with, collected before it is placed
     max_fail_rate_increase = 0.2
     max_score_shift = 0.15
     max_errors = 3
@@ -134,7 +135,7 @@ def parse_fleet(model: Any, fleet: Any, default_broker: tuple[str, int] | None) 
                   timeout=fleet.get("timeout", float, 10.0, **POS_NUM),
                   health=HealthThresholds(
                       window=fleet.get("health_window", int, 300, **POS_INT),
-                      baseline=fleet.get("health_baseline", int, 300, **POS_INT),
+                      baseline=fleet.get("health_baseline", int, HealthThresholds.baseline, **POS_INT),
                       max_fail_rate_increase=fleet.get("max_fail_rate_increase", float, 0.2, **unit),
                       max_score_shift=fleet.get("max_score_shift", float, 0.15, **unit),
                       max_errors=fleet.get("max_errors", int, 3, **NONNEG_INT)))

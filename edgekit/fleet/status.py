@@ -52,7 +52,8 @@ class DeviceStatus:
     fps: float | None = None
     uptime_s: float | None = None
     channel: str | None = None
-    downloaded_bytes: int = 0
+    downloaded_bytes: int = 0  # every byte received from the channel's server since start, refused ones too
+    selftest: dict[str, Any] | None = None  # the last golden self-test: version, cases, passed (worst or reason)
     updated: float = 0.0
 
     def to_json(self) -> str:
@@ -68,6 +69,8 @@ class DeviceStatus:
         if not isinstance(d, dict) or not isinstance(d.get("device"), str) or not isinstance(d.get("state"), str):
             return None
         known = cls.__dataclass_fields__
+        if not isinstance(d.get("selftest"), (dict, type(None))):
+            d["selftest"] = None
         return cls(**{k: v for k, v in d.items() if k in known})
 
 

@@ -225,7 +225,7 @@ class ModelWatcher:
             load_ms = (time.perf_counter() - t0) * 1e3
             if self._model is not None and (why := compatible(model, self._model)):
                 raise ModelRefused(why)
-            golden = golden_inputs(self.root)
+            golden = golden_inputs(mv.path.parent) or golden_inputs(self.root)  # a release's own, else the folder's
             t1 = time.perf_counter()
             sample = next(iter(golden.values()), None)
             for _ in range(self.warmup):

@@ -39,11 +39,11 @@ def run_golden(model: Model, x: np.ndarray) -> list[np.ndarray]:
 
 
 def golden_tensor(model: Model, x: np.ndarray) -> np.ndarray:
-    """`x` as `model`'s input: untouched when its shape matches (with or without the batch of 1),
+    """`x` as `model`'s input: untouched when its shape and type match (with or without the batch of 1),
     else an RGB uint8 image (H, W, 3) or (1, H, W, 3) preprocessed for the model."""
     spec = model.inputs[0] if len(model.inputs) == 1 else None
-    if spec is None or x.shape in (tuple(spec.shape), tuple(spec.shape)[1:]):
-        return x
+    if spec is None or (x.shape in (tuple(spec.shape), tuple(spec.shape)[1:]) and x.dtype == spec.dtype):
+        return x  # (a uint8 photo of the input's size for an int8 or float model is preprocessed below)
     image = x[0] if x.ndim == 4 and x.shape[0] == 1 else x
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3 or len(spec.shape) != 4:
         return x  # not an image: let the model's own check say what does not fit

@@ -50,7 +50,10 @@ def test_a_tampered_model_is_deleted_and_reported_and_the_old_one_serves(kit: Ki
         model = folder / "versions" / "2" / "model.tflite"
         good = model.read_bytes()
         model.write_bytes(good[:1000] + bytes([good[1000] ^ 0xFF]) + good[1001:])  # same size, one byte flipped
+        start = d.follower.downloaded
         assert d.follower.sync() is Outcome.FAILED
+        assert d.follower.downloaded - start >= len(good)  # refused, but every byte of it came over the wire
+        assert d.follower.status().downloaded_bytes == d.follower.downloaded
         assert "SHA-256" in refused(d, "model.tflite")["reason"]
         assert d.follower.status().state == "failed" and "tampered" in (d.follower.status().last_error or "")
         assert not any(p.name.startswith(".staging") for p in d.model_dir.iterdir())

@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from edgekit.cli import main
@@ -17,6 +18,7 @@ from edgekit.fleet.keys import SignatureError, load_signing_key, parse_public_ke
 from edgekit.fleet.manifest import Channel, ManifestError, ReleaseManifest, canonical_json, selected
 from edgekit.fleet.release import parse_fraction, set_rollout, write_release
 from tests.edgekit.fleet.conftest import Kit
+from tests.fixtures_models import vision_models  # noqa: F401 - a fixture
 
 
 def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites(tmp_path: Path,
@@ -79,11 +81,21 @@ def test_widening_keeps_every_device_already_selected() -> None:
     names = [f"dev-{i}" for i in range(500)]
     previous: set[str] = set()
     for fraction in (0.0, 0.1, 0.25, 0.5, 1.0):
-        now = {n for n in names if selected(n, fraction)}
+        now = {n for n in names if selected(n, fraction, 3)}
         assert previous <= now
         assert abs(len(now) - fraction * len(names)) < 0.06 * len(names) + 1
         previous = now
     assert previous == set(names)
+
+
+def test_each_version_draws_its_own_canaries() -> None:
+    names = [f"dev-{i}" for i in range(500)]
+    canaries = {v: {n for n in names if selected(n, 0.1, v)} for v in (3, 4)}
+    assert 30 < len(canaries[3]) < 70 and 30 < len(canaries[4]) < 70
+    assert len(canaries[3] & canaries[4]) < 0.3 * len(canaries[3])  # about 10 % overlap, by chance
+    # the formula README states: SHA-256("<device>/<version>"), first 8 bytes big-endian, over 2**64
+    assert all((int.from_bytes(hashlib.sha256(f"{n}/4".encode()).digest()[:8], "big") / 2.0**64 < 0.1)
+               == (n in canaries[4]) for n in names)
 
 
 def _channel(**over: object) -> bytes:
@@ -143,7 +155,7 @@ def test_commands_say_what_is_wrong_in_one_line(kit: Kit, tmp_path: Path, capsys
          "does not exist"),
         (["release", str(kit.model), "--version", "1", "--to", str(tmp_path / "r"), "--key", str(kit.golden)],
          "not an unencrypted PEM private key"),
-        (["release", "--version", "1", "--to", str(tmp_path / "r"), "--key", key], "give --rollout to widen or --halt"),
+        (["release", "--version", "1", "--to", str(tmp_path / "r"), "--key", key], "give --rollout to widen, --halt"),
         (["release", "--version", "1", "--to", str(tmp_path / "empty"), "--key", key, "--halt"], "no channel.json"),
         (["fleet", "status", "--broker", "127.0.0.1:1"], "cannot reach the MQTT broker"),
         (["fleet", "status", "--broker", "host:port"], "HOST:PORT"),
@@ -187,3 +199,25 @@ def test_a_cell_judging_parts_has_its_fail_rate_watched() -> None:
     for i in range(40):  # the new version fails every part
         verdict = tracker.observe(*frame_health(frame, [], [part(Verdict.FAIL)] if i % 4 == 0 else [])) or verdict
     assert verdict is not None and verdict.health is Health.REGRESSED and "FAIL rate" in verdict.reason
+
+
+def test_a_uint8_photo_is_a_golden_input_of_an_int8_model(kit: Kit, vision_models, shared_images: Path,  # noqa: F811
+                                                          tmp_path: Path) -> None:
+    """The photo is preprocessed as the device does (resize, normalization, quantization) on the
+    workstation and on the device alike, so the device reproduces the release's outputs."""
+    from PIL import Image
+
+    from edgekit.fleet.verify import local_problem
+    from edgekit.inspect.selftest import golden_inputs, golden_tensor, self_test
+    from edgekit.runtimes import load_model
+
+    model = vision_models.seg_scores_int8
+    photo = np.asarray(Image.open(shared_images / "parrot.jpg").convert("RGB").resize((128, 128)), dtype=np.uint8)
+    np.savez(tmp_path / "golden.npz", parrot=photo)
+    result = write_release(model, 1, tmp_path / "rel", kit.key, golden=tmp_path / "golden.npz")
+    version = tmp_path / "rel" / "versions" / "1"
+    assert {f.path for f in result.manifest.files} >= {"golden/parrot.npy", "golden/parrot.npz"}
+    assert local_problem(version, parse_public_key(kit.public.text)) is None
+    with load_model(model) as m:
+        assert m.inputs[0].dtype == np.int8 and golden_tensor(m, photo).dtype == np.int8
+        assert self_test(m, version, golden_inputs(version))[0] == 1  # the device's own check passes

@@ -17,9 +17,9 @@ from tests.edgekit.fleet.conftest import Device, Kit, wait_until
 pytestmark = pytest.mark.slow
 
 
-def bucket(device: str) -> float:
-    """The rollout bucket as the channel format defines it: SHA-256 of the id, first 8 bytes."""
-    return int.from_bytes(hashlib.sha256(device.encode()).digest()[:8], "big") / 2.0**64
+def bucket(device: str, version: int) -> float:
+    """The rollout bucket as the channel format defines it: SHA-256 of "<id>/<version>", first 8 bytes."""
+    return int.from_bytes(hashlib.sha256(f"{device}/{version}".encode()).digest()[:8], "big") / 2.0**64
 
 
 def test_staged_rollout_widening_and_rollback_on_canaries(kit: Kit, tmp_path: Path) -> None:
@@ -31,7 +31,7 @@ def test_staged_rollout_widening_and_rollback_on_canaries(kit: Kit, tmp_path: Pa
         list(pool.map(lambda d: d.start(), devices))
     try:
         assert [d.serving for d in devices] == [1] * 20
-        canaries = {n for n in names if bucket(n) < 0.25}
+        canaries = {n for n in names if bucket(n, 2) < 0.25}
         assert 0 < len(canaries) < 20
         first = [d for d in devices if d.name in canaries]
         rest = [d for d in devices if d.name not in canaries]
@@ -53,6 +53,9 @@ def test_staged_rollout_widening_and_rollback_on_canaries(kit: Kit, tmp_path: Pa
         for d in rest:
             assert d.follower.downloaded - before[d.name] >= size
 
+        first = [d for d in devices if bucket(d.name, 3) < 0.25]  # version 3 draws its own canaries
+        rest = [d for d in devices if bucket(d.name, 3) >= 0.25]
+        assert first and rest and {d.name for d in first} != canaries
         write_release(kit.bad_model, 3, folder, kit.key, rollout=0.25, golden=kit.golden)
         wait_until(lambda: all(any(e["action"] == "rollback" and e["version"] == 3 for e in d.events) for d in first),
                    timeout=30, what="the canaries to roll version 3 back")

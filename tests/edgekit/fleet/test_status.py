@@ -148,8 +148,38 @@ def test_an_inspection_cell_follows_a_channel(kit: Kit, broker: Broker, tmp_path
                      ("healthy", 2, "models/2")]
     switches = [e["payload"]["to"] for e in events if e["kind"] == "model_switch"]
     assert switches == ["models/1", "models/2"]
+    for e in events:  # each version's golden self-test ran where it serves, and it says so
+        if e["kind"] == "model_switch":
+            assert e["payload"]["selftest"]["cases"] == 1 and e["payload"]["selftest"]["compared"] == 1
+        if e["kind"] == "rollout" and e["payload"]["action"] == "installed":
+            assert e["payload"]["selftest"] == {"version": e["payload"]["version"], "cases": 1,
+                                                "worst": e["payload"]["selftest"]["worst"], "passed": True}
+    last = json.loads(next(p for _, p in reversed(seen) if json.loads(p).get("running") == 2))
+    assert last["pending"] is None and last["selftest"]["version"] == 2 and last["selftest"]["passed"]
     assert (tmp_path / "models" / "2" / "manifest.json.sig").is_file()
 
 
 def events_of(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for f in sorted((folder / "events").glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def test_release_notifies_the_uploaded_channel_without_rewriting_it(kit: Kit, broker: Broker, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    folder = kit.www / "notifyonly"
+    write_release(kit.model, 1, folder, kit.key)
+    channel = (folder / "channel.json").read_bytes()
+    key = str(kit.root / "keys" / "signing.key")
+    seen: list[tuple[str, bytes]] = []
+    listener = listen(broker, "edgekit/channel/notifyonly", seen)
+    try:  # the README's order: release, upload, then wake the devices
+        assert main(["release", "--version", "1", "--to", str(folder), "--key", key,
+                     "--mqtt", f"127.0.0.1:{broker.port}"]) == 0
+        wait_until(lambda: bool(seen), 5, "the notification")
+    finally:
+        listener.loop_stop()
+        listener.disconnect()
+    assert json.loads(seen[-1][1])["serial"] == 1 and (folder / "channel.json").read_bytes() == channel
+    capsys.readouterr()
+    assert main(["release", "--version", "2", "--to", str(folder), "--key", key,
+                 "--mqtt", f"127.0.0.1:{broker.port}"]) == 2
+    assert "no channel rolling out version 2" in capsys.readouterr().err
