@@ -28,7 +28,7 @@ FLOORS = (
     ("edgekit.results", "edgekit.labels", "edgekit.outputs"),
     ("edgekit.contract",),
     ("edgekit.runtimes",),
-    ("edgekit.drawing", "edgekit.preprocess", "edgekit.doctor"),
+    ("edgekit.drawing", "edgekit.preprocess", "edgekit.resample", "edgekit.doctor"),
     ("edgekit.segment", "edgekit.sources", "edgekit.sinks", "edgekit.track", "edgekit.engine", "edgekit.video"),
     ("edgekit.loop",),
     ("edgekit.tasks",),
