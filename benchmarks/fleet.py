@@ -9,7 +9,8 @@ one woken by the MQTT notification of `edgekit release --mqtt` (its own polls an
 one polling every --poll seconds (+-20% jitter); their rounds are interleaved. Printed:
 
 - time from the start of write_release to each device serving the new version (p50/p99 over
-  devices and rounds), per fleet;
+  devices and rounds), per fleet; a round starts once every device holds its baseline (the
+  frames a new version is held for) and runs no trial;
 - bytes each device received per release (bodies: channel, signatures, manifest, model, golden);
 - the loop fps of one device running flat out, in the second around each swap against seconds far
   from one (interleaved; the median of the rounds), and the longest frame gap in each.
@@ -68,12 +69,20 @@ def fleet(kit: Kit, base: str, name: str, n: int, home: Path, poll: float, broke
 def release_round(kit: Kit, name: str, version: int, devices: list[Device], broker: Broker | None,
                   timeout: float = 60.0) -> tuple[list[float], list[float], list[int]]:
     """Seconds from the release to each device having `version` in its folder (downloaded, verified,
-    self-tested) and to serving it; bytes each received."""
+    self-tested) and to serving it; bytes each received. Each device first has its baseline (the
+    health_baseline frames a version is held for) and no trial running: the figures are the rollout's,
+    not the 2 fps loop's."""
+    deadline = time.perf_counter() + timeout
+    while not all(d.follower.health.baseline_ready and d.follower.health.on_trial is None for d in devices):
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"{name}: devices without a baseline after {timeout} s")
+        time.sleep(0.05)
     before = {d.name: d.follower.downloaded for d in devices}
     t0 = time.perf_counter()
-    write_release(kit.model, version, kit.www / name, kit.key, golden=kit.golden)
+    channel = write_release(kit.model, version, kit.www / name, kit.key, golden=kit.golden).channel
     if broker is not None:
-        publish_notification("127.0.0.1", broker.port, f"edgekit/channel/{name}", {"version": version})
+        publish_notification("127.0.0.1", broker.port, f"edgekit/channel/{name}",
+                             {"serial": channel.serial, "version": version})
     done: dict[str, float] = {}
     placed: dict[str, float] = {}
     while len(done) < len(devices) and time.perf_counter() - t0 < timeout:

@@ -4,7 +4,8 @@
 notification, and when the signed channel selects this device for a version it does not have:
 downloads it (resuming where a broken transfer stopped) into a hidden staging folder, checks
 every file's size and SHA-256 against the signed manifest *before anything reads the model*,
-runs the release's golden self-test and renames the folder into place, where the
+runs the release's golden self-test and, once the serving version has a full baseline of frames,
+renames the folder into place, where the
 :class:`~edgekit.inspect.modelwatch.ModelWatcher` hot-swaps it in. The new version then serves on
 trial: a health regression against the version before it (:mod:`edgekit.fleet.health`), a refusal
 by the watcher, a halted release or a process that died during the trial rolls it back (its
@@ -161,7 +162,8 @@ class FleetFollower:
         return self.reader.behind(self.state.serial)
 
     def close(self) -> None:
-        """Stop following and record a clean stop (a trial goes on at the next start). Safe twice."""
+        """Stop following and record a clean stop (an unfinished trial starts over at the next start,
+        after a new baseline). Safe twice."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -345,13 +347,13 @@ class FleetFollower:
     def _place_held(self) -> bool:
         """Rename the held version into the folder (the watcher then switches to it) once it can be
         judged: on a first install at once (nothing to compare with or return to), else only when
-        the cell has reported the version it serves and that version has a full baseline of frames.
-        Returns whether it was placed."""
+        the cell has reported the version it serves, that version has a full baseline of frames
+        and no other trial runs. Returns whether it was placed."""
         version, manifest = self._held, self._held_manifest
         if version is None or manifest is None:
             return False
         installed = find_versions(self.root)
-        if installed and (self.serving is None or not self.health.baseline_ready):
+        if installed and (self.serving is None or not self.health.baseline_ready or self.health.on_trial is not None):
             if self.phase is not Phase.BASELINE:
                 self.phase = Phase.BASELINE
                 self.publish_status()

@@ -1,10 +1,11 @@
 """Reading a device's release channel: conditional GETs that cannot miss a rewrite, the serial a
 notification announced, the signature, and the replay check.
 
-A conditional GET uses the server's ETag where it gives one. A Last-Modified is to the second,
-so it is used only once that second was over when the server answered
-(:func:`edgekit.fleet.transport.trusted_last_modified`). A notification carries the serial of the
-channel it announces; until the device holds that serial every GET goes out unconditional.
+A conditional GET uses the server's ETag where it gives one, else its Last-Modified; both only
+once the second the Last-Modified names was over when the server answered
+(:func:`edgekit.fleet.transport.trusted_last_modified`): a rewrite within that second keeps both.
+A notification carries the serial of the channel it announces; until the device holds that
+serial every GET goes out unconditional.
 """
 
 from __future__ import annotations

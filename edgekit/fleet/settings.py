@@ -10,6 +10,7 @@
     [fleet]                                         # all optional
     poll_seconds = 300      # jittered by +-jitter; an MQTT notification wakes the device sooner
     jitter = 0.2
+    notify_spread = 1.0     # seconds woken devices spread their fetches over (stretch it with the fleet)
     broker = "10.0.0.5:1883"  # status and notifications (default: [sinks.mqtt]'s broker, if any)
     health_window = 300     # frames a new version serves on trial
     health_baseline = 900   # frames of the serving version it is compared with, collected before it is placed
@@ -122,12 +123,13 @@ def parse_fleet(model: Any, fleet: Any, default_broker: tuple[str, int] | None) 
                       expect="\"unsigned-local\" (or leave it out: signed)")
     kw: dict[str, Any] = {}
     if fleet is not None:
-        fleet.allow("poll_seconds", "jitter", "broker", "topic_prefix", "notify_topic", "health_window",
-                    "health_baseline", "max_fail_rate_increase", "max_score_shift", "max_errors", "max_download_mb",
-                    "keep_versions", "timeout")
+        fleet.allow("poll_seconds", "jitter", "notify_spread", "broker", "topic_prefix", "notify_topic",
+                    "health_window", "health_baseline", "max_fail_rate_increase", "max_score_shift", "max_errors",
+                    "max_download_mb", "keep_versions", "timeout")
         unit = dict(check=lambda v: 0 <= v <= 1, expect="a number in 0..1")
         kw = dict(poll_seconds=fleet.get("poll_seconds", float, 300.0, **POS_NUM),
                   jitter=fleet.get("jitter", float, 0.2, **unit),
+                  notify_spread=fleet.get("notify_spread", float, 1.0, **POS_NUM),
                   topic_prefix=fleet.get("topic_prefix", str, "edgekit"),
                   notify_topic=fleet.get("notify_topic", str, None),
                   max_download_bytes=int(fleet.get("max_download_mb", float, 512.0, **POS_NUM) * (1 << 20)),

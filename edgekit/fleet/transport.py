@@ -39,7 +39,8 @@ class Fetched:
     give it to the second, so a document rewritten within the second it was fetched in keeps the
     same Last-Modified, and an If-Modified-Since with it would be answered 304 for the new one.
     It is trusted only when the server's clock (its Date) had moved past that second when it
-    answered; an ETag, where the server gives one, is always preferred."""
+    answered; so is the ETag (nginx makes it of the size and the mtime in seconds), which is
+    otherwise preferred. Without a validator the next GET is unconditional: one small document."""
 
     data: bytes | None
     etag: str | None
@@ -115,8 +116,11 @@ def fetch(url: str, *, cap: int, etag: str | None = None, last_modified: str | N
                 too = TooLarge(f"{url} is larger than {cap} bytes")
                 too.received = len(data)  # type: ignore[attr-defined]  # refused, but it came over the wire
                 raise too
-            modified = trusted_last_modified(resp.headers.get("Last-Modified"), resp.headers.get("Date"))
-            return Fetched(data, resp.headers.get("ETag"), modified, len(data))
+            stamp = resp.headers.get("Last-Modified")
+            modified = trusted_last_modified(stamp, resp.headers.get("Date"))
+            # nginx's ETag is size and mtime in seconds: one from a second not yet over is no better
+            tag = resp.headers.get("ETag") if stamp is None or modified is not None else None
+            return Fetched(data, tag, modified, len(data))
     except urllib.error.HTTPError as exc:
         if exc.code == 304:
             return Fetched(None, etag, last_modified, 0)

@@ -62,7 +62,9 @@ def test_a_tampered_model_is_deleted_and_reported_and_the_old_one_serves(kit: Ki
         before = d.follower.downloaded
         model.write_bytes(good)  # the operator uploads it again...
         assert d.follower.sync() is Outcome.FAILED  # ...but after three bad copies the device waits
-        assert d.follower.downloaded == before  # for a new channel: not a byte fetched
+        # for a new channel: at most the channel again (written within the second of the last GET, it
+        # has no validator to trust), not the model
+        assert d.follower.downloaded - before < 5_000
         set_rollout(folder, 2, kit.key, rollout=1.0)  # any release command writes one
         assert d.sync() is Outcome.INSTALLED
         wait_until(lambda: d.serving == 2, what="version 2 to serve")

@@ -38,6 +38,55 @@ def plain_server(kit: Kit) -> Iterator[str]:
     server.server_close()
 
 
+class NginxLike(http.server.SimpleHTTPRequestHandler):
+    """A static server whose ETag is nginx's: the size and the mtime in whole seconds, in hex."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def send_head(self):  # type: ignore[no-untyped-def]
+        st = os.stat(self.translate_path(self.path))
+        tag = f'"{int(st.st_mtime):x}-{st.st_size:x}"'
+        if self.headers.get("If-None-Match") == tag:
+            self.send_response(304)
+            self.end_headers()
+            return None
+        self._tag = tag
+        return super().send_head()
+
+    def end_headers(self) -> None:
+        if getattr(self, "_tag", None):
+            self.send_header("ETag", self._tag)
+        super().end_headers()
+
+
+@pytest.fixture()
+def nginx_like(kit: Kit) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(NginxLike, directory=str(kit.www)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_etag_of_whole_seconds_is_not_trusted_within_its_second(kit: Kit, nginx_like: str) -> None:
+    doc = kit.www / "nginx.json"
+    url = f"{nginx_like}/nginx.json"
+    second = start_of_a_second()
+    doc.write_text('{"serial": 1}')
+    os.utime(doc, (second + 0.01, second + 0.01))
+    first = fetch(url, cap=1000)
+    assert first.data == b'{"serial": 1}' and first.etag is None and first.last_modified is None
+    doc.write_text('{"serial": 2}')  # same size, same second: the same nginx ETag
+    os.utime(doc, (second + 0.02, second + 0.02))
+    assert fetch(url, cap=1000, etag=first.etag, last_modified=first.last_modified).data == b'{"serial": 2}'
+    assert time.time() < second + 1, "the test ran past the second it depends on"
+    old = time.time() - 10
+    os.utime(doc, (old, old))  # a document whose second is long over: its ETag is kept and answered 304
+    again = fetch(url, cap=1000)
+    assert again.etag is not None and fetch(url, cap=1000, etag=again.etag).data is None
+
+
 def start_of_a_second() -> float:
     """Sleep into the first tenth of a wall-clock second; return that second."""
     while time.time() % 1 > 0.1:

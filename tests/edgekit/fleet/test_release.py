@@ -221,3 +221,24 @@ def test_a_uint8_photo_is_a_golden_input_of_an_int8_model(kit: Kit, vision_model
     with load_model(model) as m:
         assert m.inputs[0].dtype == np.int8 and golden_tensor(m, photo).dtype == np.int8
         assert self_test(m, version, golden_inputs(version))[0] == 1  # the device's own check passes
+
+
+def test_fleet_settings_from_the_config(tmp_path: Path) -> None:
+    from edgekit.inspect.config import parse_config
+
+    text = f"""
+[source]
+path = "line.avi"
+[model]
+dir = "models"
+channel = "file://{tmp_path}/rel/channel.json"
+trust = "unsigned-local"
+[fleet]
+notify_spread = 30
+health_window = 200
+"""
+    s = parse_config(text, name="cell.toml", base=tmp_path).fleet
+    assert s is not None and s.notify_spread == 30.0 and s.health.window == 200
+    assert s.health.baseline == HealthThresholds().baseline == 900  # collected before a trial begins
+    with pytest.raises(ConfigError, match="notify_spread"):
+        parse_config(text.replace("notify_spread = 30", "notify_spread = 0"), name="cell.toml", base=tmp_path)
