@@ -1,18 +1,14 @@
 """A device following a release channel into its versioned model folder.
 
-:class:`FleetFollower` polls the channel (conditional GETs, jittered) or wakes on an MQTT
-notification, and when the signed channel selects this device for a version it does not have:
-downloads it (resuming where a broken transfer stopped) into a hidden staging folder, checks
-every file's size and SHA-256 against the signed manifest *before anything reads the model*,
-runs the release's golden self-test and, once the serving version has a full baseline of frames,
-renames the folder into place, where the
-:class:`~edgekit.inspect.modelwatch.ModelWatcher` hot-swaps it in. The new version then serves on
-trial: a health regression against the version before it (:mod:`edgekit.fleet.health`), a refusal
-by the watcher, a halted release or a process that died during the trial rolls it back (its
-folder is removed, so the watcher returns to the previous one) and the reason is reported.
-Anything that fails verification is deleted and reported; the serving model runs on.
+:class:`FleetFollower` polls the channel (conditional GETs, jittered) or wakes on an MQTT notification.
+When the signed channel selects this device for a version it does not have, it downloads it (resuming a
+broken transfer) into a hidden staging folder, checks every file's size and SHA-256 against the signed
+manifest *before anything reads the model*, runs the golden self-test and, once the serving version has
+a full baseline of frames, renames the folder into place, where the watcher hot-swaps it in. The new
+version serves on trial: a health regression against the version before it (:mod:`edgekit.fleet.health`),
+a refusal by the watcher, a halted release or a process that died during the trial rolls it back, and the
+reason is reported. Anything that fails verification is deleted and reported; the serving model runs on.
 """
-
 from __future__ import annotations
 
 import logging
