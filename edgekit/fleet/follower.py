@@ -28,7 +28,7 @@ from edgekit.fleet.settings import FleetSettings, Trust
 from edgekit.fleet.state import FollowerState, Outcome, Phase, TrialPhase, VersionTrial
 from edgekit.fleet.status import DeviceStatus
 from edgekit.fleet.poll import ChannelReader
-from edgekit.fleet.staging import BAD_BYTES, Staging
+from edgekit.fleet.staging import BAD_BYTES, Staging, prune_versions
 from edgekit.fleet.transport import TooLarge, TransferError
 from edgekit.fleet.verify import VerificationError, local_problem
 from edgekit.inspect.events import EventKind
@@ -364,7 +364,8 @@ class FleetFollower:
         self._emit("installed", version=version, previous=previous, files=len(manifest.files),
                    bytes=manifest.total_size, baseline=self.health.baseline_frames if previous else 0,
                    selftest=self.selftest)
-        self._prune()
+        prune_versions(self.root, self.s.keep_versions,
+                       (self.serving, self.state.trial.previous if self.state.trial else None))
         return True
 
     def _drop_held(self) -> None:
@@ -420,12 +421,6 @@ class FleetFollower:
                 except Exception as exc:  # noqa: BLE001 - reporting must not stop following
                     log.error("fleet event handler failed: %s", exc)
         self.publish_status()
-
-    def _prune(self) -> None:
-        keep = set(sorted(find_versions(self.root), reverse=True)[:self.s.keep_versions])
-        keep |= {v for v in (self.serving, self.state.trial.previous if self.state.trial else None) if v}
-        for v in set(find_versions(self.root)) - keep:
-            shutil.rmtree(self.root / str(v), ignore_errors=True)
 
     def _save(self) -> None:
         with self._state_lock:

@@ -17,9 +17,10 @@ from edgekit.fleet.keys import SignatureError
 from edgekit.fleet.manifest import Channel, FileEntry, ManifestError, ReleaseManifest
 from edgekit.fleet.transport import TooLarge, TransferError, fetch, join_url
 from edgekit.fleet.verify import VerificationError, download_verified
+from edgekit.inspect.modelwatch import find_versions
 from edgekit.sinks.durable import fsync_dir
 
-__all__ = ["Staging", "BAD_BYTES"]
+__all__ = ["Staging", "BAD_BYTES", "prune_versions"]
 
 # what deletes a staged version (bad bytes); a TransferError keeps what arrived for a resume
 BAD_BYTES: tuple[type[Exception], ...] = (TooLarge, ManifestError, VerificationError)
@@ -118,3 +119,12 @@ class Staging:
             self.drop(version)
             folder.rename(self.folder(version))
             fsync_dir(self.root)
+
+
+def prune_versions(root: Path, keep_newest: int, also_keep: tuple[int | None, ...]) -> None:
+    """Remove installed version folders beyond the ``keep_newest`` newest, never one of ``also_keep``
+    (the serving version and the one a trial would return to)."""
+    versions = find_versions(root)
+    keep = set(sorted(versions, reverse=True)[:keep_newest]) | {v for v in also_keep if v}
+    for v in set(versions) - keep:
+        shutil.rmtree(root / str(v), ignore_errors=True)
