@@ -43,7 +43,7 @@ def _device_inputs(items: Sequence[Any], load: Callable[[Any], np.ndarray], pre:
 
     def one(item: Any) -> tuple[np.ndarray, Transform]:
         resized, tf = fit(load(item), pre.input_size, pre.resize, interpolation=pre.interpolation,
-                          boxes=pre.box_mapping)
+                          boxes=pre.box_mapping, pad_value=LETTERBOX_PAD if pre.pad_value is None else pre.pad_value)
         return norm.real(resized), tf
 
     workers = max(1, min(4, os.cpu_count() or 1))

@@ -45,6 +45,7 @@ class Preprocessing:
     # ULTRALYTICS, as their predict does); written into the metadata when not the default.
     interpolation: Interpolation = Interpolation.AUTO
     box_mapping: BoxMapping = BoxMapping.EXACT
+    pad_value: int | None = None  # the letterbox border (None: LETTERBOX_PAD), written when stated
 
     @property
     def normalization(self) -> Normalization | None:
@@ -73,6 +74,8 @@ class Preprocessing:
             doc["interpolation"] = self.interpolation.value
         if self.box_mapping is not BoxMapping.EXACT:
             doc["box_mapping"] = self.box_mapping.value
+        if self.pad_value is not None:
+            doc["pad_value"] = int(self.pad_value)
         return doc
 
 
@@ -99,6 +102,7 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
         return None, []
     hinted_resize: ResizeMode | None = None
     read_as: tuple[Interpolation, BoxMapping] = (Interpolation.AUTO, BoxMapping.EXACT)
+    pad_value: int | None = None
     _, h, w, c = src.input_shape
     warnings: list[str] = []
     color = given.color or ColorOrder.RGB
@@ -121,6 +125,7 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
         hinted_resize = ResizeMode.parse(hint.resize)
         read_as = (Interpolation.parse(getattr(hint, "interpolation", "auto")),
                    BoxMapping.parse(getattr(hint, "box_mapping", "exact")))
+        pad_value = getattr(hint, "pad_value", None)
     elif (app := _keras_application(src.model_name)) is not None:
         mean, std, app_color = app[1], app[2], app[3]
         color = given.color or app_color
@@ -133,7 +138,7 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
     pre = Preprocessing(input_size=(w, h), channels=c, mean=_per_channel(mean, c, "mean"),
                         std=_per_channel(std, c, "std"), color=color,
                         resize=given.resize or hinted_resize or ResizeMode.STRETCH, decided_by=decided,
-                        interpolation=read_as[0], box_mapping=read_as[1])
+                        interpolation=read_as[0], box_mapping=read_as[1], pad_value=pad_value)
     return pre, warnings
 
 

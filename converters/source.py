@@ -52,6 +52,7 @@ class PreprocessingHint:
     # BoxMapping): Ultralytics' models are read as its predict does, "linear" and "ultralytics"
     interpolation: str = "auto"
     box_mapping: str = "exact"
+    pad_value: int | None = None  # the letterbox border (None: edgekit's gray 114)
 
 
 @dataclass(frozen=True)

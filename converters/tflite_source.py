@@ -171,8 +171,16 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
     if support is not None:
         hint = None
         if support.mean and support.std:
-            hint = PreprocessingHint(support.mean, support.std, "stretch",
-                                     "the model's TFLite metadata (NormalizationOptions)")
+            # The rest as the device decides it for this file (its family's preset, else the convention).
+            from edgekit.contract.preprocessing import preprocessing_for
+            from edgekit.runtimes.tensors import model_info
+
+            dev = preprocessing_for(model_info("", data, parsed))
+            hint = PreprocessingHint(support.mean, support.std, dev.resize.value,
+                                     "the model's TFLite metadata (NormalizationOptions)"
+                                     + (f" and the {dev.preset} preset" if dev.preset else ""),
+                                     dev.interpolation.value, dev.box_mapping.value,
+                                     dev.pad_value if dev.preset else None)
         return support.labels, hint
     meta = _ultralytics_metadata(data)
     if meta is None:

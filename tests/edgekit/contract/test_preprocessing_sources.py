@@ -46,6 +46,8 @@ SUPPORT = SupportMetadata(mean=(0.0,), std=(255.0,))
     ({"preprocessing": {"mean": [1, 2, 3], "std": [4, 5, 6]}}, SUPPORT, FACE, None, "normalization",
      (1.0, 2.0, 3.0), Provenance.EDGEKIT),
     (None, None, None, None, "normalization", None, Provenance.CONVENTION),
+    ({"source": {"name": "Ultralytics metadata in the file"}, "preprocessing": {"resize": "letterbox"}}, None,
+     None, None, "resize", ResizeMode.LETTERBOX, Provenance.ULTRALYTICS),
 ])
 def test_each_setting_comes_from_the_strongest_source(meta, support, preset, option, key, value, source) -> None:
     pre = resolve_preprocessing(meta, support, preset, resize=option)
@@ -242,3 +244,17 @@ def test_mediapipe_interpolation_maps_corners_to_corners() -> None:
                           flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     assert np.array_equal(got, want)
     assert transform.scale_x == transform.scale_y == s and transform.pad_y == pytest.approx((128 - 300 * s) / 2)
+
+
+def test_info_says_which_source_decided_each_setting(shared_models: Path) -> None:
+    import json
+
+    ssd = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    done = subprocess.run([sys.executable, "-m", "edgekit", "info", "--json", str(ssd)], capture_output=True,
+                          text=True, timeout=120)
+    pre = json.loads(done.stdout)["preprocessing"]
+    assert pre["preset"] == "ssd" and pre["resize"] == "stretch" and pre["sources"]["resize"] == "preset"
+    assert pre["sources"]["pad_value"] == "convention" and not pre["guessed"]
+    text = subprocess.run([sys.executable, "-m", "edgekit", "info", str(ssd)], capture_output=True, text=True,
+                          timeout=120).stdout
+    assert "resize stretch (preset)" in text and "preset ssd" in text
