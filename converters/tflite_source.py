@@ -205,7 +205,7 @@ def stated_roles(data: bytes, parsed: TFLiteFile, outputs: int) -> tuple[str, ..
         doc = read_metadata(data, parsed) or {}
     except ModelError:
         return None
-    det = doc.get("detection") if isinstance(doc.get("detection"), dict) else {}
+    det: dict[str, Any] = doc["detection"] if isinstance(doc.get("detection"), dict) else {}
     roles = det.get("outputs")
     if outputs != 2 or not isinstance(roles, list) or sorted(map(str, roles)) != ["boxes", "scores"]:
         return None

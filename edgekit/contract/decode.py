@@ -258,7 +258,7 @@ def make_decoder(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | No
         InputError: a threshold is outside [0, 1], or max_detections below 1.
     """
     meta = metadata or {}
-    det = meta.get("detection") if isinstance(meta.get("detection"), Mapping) else {}
+    det: Mapping[str, Any] = meta["detection"] if isinstance(meta.get("detection"), Mapping) else {}
     try:
         threshold = float(det.get("score_threshold", DEFAULT_THRESHOLD)) if threshold is None else threshold
         max_detections = int(det.get("max_det", DEFAULT_MAX_DETECTIONS)) if max_detections is None else max_detections

@@ -111,7 +111,7 @@ def resolve_preprocessing(metadata: Mapping[str, Any] | None, support: Any = Non
         ModelError: the metadata holds a value that makes no sense.
     """
     meta = metadata or {}
-    pre = meta.get("preprocessing") if isinstance(meta.get("preprocessing"), Mapping) else {}
+    pre: Mapping[str, Any] = meta["preprocessing"] if isinstance(meta.get("preprocessing"), Mapping) else {}
     own = Provenance.ULTRALYTICS if _ultralytics(meta) else Provenance.EDGEKIT
     sources: dict[str, Provenance] = {}
 
@@ -123,19 +123,18 @@ def resolve_preprocessing(metadata: Mapping[str, Any] | None, support: Any = Non
         sources[key] = Provenance.CONVENTION
         return default
 
-    have = preset is not None
     chosen_resize = pick("resize", [(resize, Provenance.OPTION), (pre.get("resize"), own),
-                                    (preset.resize if have else None, Provenance.PRESET)], default_resize)
-    pad = pick("pad_value", [(pre.get("pad_value"), own), (preset.pad_value if have else None, Provenance.PRESET)],
+                                    (preset.resize if preset else None, Provenance.PRESET)], default_resize)
+    pad = pick("pad_value", [(pre.get("pad_value"), own), (preset.pad_value if preset else None, Provenance.PRESET)],
                LETTERBOX_PAD)
     interp = pick("interpolation", [(pre.get("interpolation"), own),
-                                    (preset.interpolation if have else None, Provenance.PRESET)], Interpolation.AUTO)
+                                    (preset.interpolation if preset else None, Provenance.PRESET)], Interpolation.AUTO)
     boxes = pick("box_mapping", [(pre.get("box_mapping"), own)], BoxMapping.EXACT)
     norm = _normalization(pre, own, support, preset, float_input, sources)
     try:
         spec = PreprocessingSpec(ResizeMode.parse(chosen_resize), _pad(pad), _enum(Interpolation, interp, "interpolation"),
                                  norm, _enum(BoxMapping, boxes, "box_mapping"), sources,
-                                 preset.name if have else None, preset.reference if have else None)
+                                 preset.name if preset else None, preset.reference if preset else None)
     except InputError:
         if sources["resize"] is Provenance.OPTION:
             raise
@@ -161,7 +160,7 @@ def _normalization(pre: Mapping[str, Any], own: Provenance, support: Any, preset
         if not float_input:  # the Task Library feeds a quantized input the pixels as they are
             return given if given is not None and given.color is not ColorOrder.RGB else None
         return _norm(mean, std, color, "the file's TFLite metadata (NormalizationOptions)")
-    if float_input and preset is not None and preset.mean is not None:
+    if float_input and preset is not None and preset.mean is not None and preset.std is not None:
         sources["normalization"] = Provenance.PRESET
         return Normalization((preset.mean,) * 3, (preset.std,) * 3, color)
     sources["normalization"] = Provenance.CONVENTION
@@ -213,7 +212,7 @@ def preprocessing_for(info: Any, *, resize: ResizeMode | str | None = None,
 
     info = getattr(info, "info", info)
     meta = info.metadata or {}
-    pre = meta.get("preprocessing") if isinstance(meta.get("preprocessing"), Mapping) else {}
+    pre: Mapping[str, Any] = meta["preprocessing"] if isinstance(meta.get("preprocessing"), Mapping) else {}
     named = pre.get("preset")
     preset = PRESETS.get(str(named)) if named else match_preset(info.inputs, info.outputs, tuple(info.ops or ()))
     floating = len(info.inputs) == 1 and bool(np.issubdtype(np.dtype(info.inputs[0].dtype), np.floating))

@@ -80,7 +80,7 @@ def from_ultralytics(data: bytes) -> dict[str, Any] | None:
     names = _names(meta.get("names"))
     if names:
         doc["labels"] = names
-    args = meta.get("args") if isinstance(meta.get("args"), dict) else {}
+    args: dict[str, Any] = meta["args"] if isinstance(meta.get("args"), dict) else {}
     if meta.get("task") != "detect" or args.get("nms") or meta.get("end2end"):
         return doc
     pre: dict[str, Any] = {"resize": "letterbox", "interpolation": "linear", "box_mapping": "ultralytics",

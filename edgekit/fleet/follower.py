@@ -28,7 +28,7 @@ from edgekit.fleet.settings import FleetSettings, Trust
 from edgekit.fleet.state import FollowerState, Outcome, Phase, TrialPhase, VersionTrial
 from edgekit.fleet.status import DeviceStatus
 from edgekit.fleet.poll import ChannelReader
-from edgekit.fleet.staging import BAD_BYTES, Staging, prune_versions
+from edgekit.fleet.staging import REFUSED, Staging, prune_versions
 from edgekit.fleet.transport import TooLarge, TransferError
 from edgekit.fleet.verify import VerificationError, local_problem
 from edgekit.inspect.events import EventKind
@@ -63,7 +63,8 @@ class FleetFollower:
                  on_event: Callable[[dict[str, Any]], None] | None = None, publisher: Any = None,
                  isolate: bool = True) -> None:
         self.s, self.device, self.isolate = settings, device, isolate
-        self.key = parse_public_key(settings.public_key) if settings.trust is Trust.SIGNED else None
+        self.key = parse_public_key(settings.public_key) \
+            if settings.trust is Trust.SIGNED and settings.public_key is not None else None
         if self.key is not None:
             from edgekit.fleet.keys import _crypto
 
@@ -317,7 +318,7 @@ class FleetFollower:
         self.publish_status()
         try:
             manifest = self.staging.fetch(channel, version)
-        except (*BAD_BYTES, SignatureError):
+        except REFUSED:
             # bad bytes (deleted): after three such tries not fetched again until the channel changes
             self._failures[(channel.serial, version)] = self._failures.get((channel.serial, version), 0) + 1
             raise

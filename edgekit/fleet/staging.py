@@ -20,10 +20,12 @@ from edgekit.fleet.verify import VerificationError, download_verified
 from edgekit.inspect.modelwatch import find_versions
 from edgekit.sinks.durable import fsync_dir
 
-__all__ = ["Staging", "BAD_BYTES", "prune_versions"]
+__all__ = ["Staging", "BAD_BYTES", "REFUSED", "prune_versions"]
 
 # what deletes a staged version (bad bytes); a TransferError keeps what arrived for a resume
 BAD_BYTES: tuple[type[Exception], ...] = (TooLarge, ManifestError, VerificationError)
+# What makes a fetched version refused: bad bytes, or a signature that does not verify.
+REFUSED: tuple[type[Exception], ...] = (*BAD_BYTES, SignatureError)
 
 
 class Staging:
@@ -54,7 +56,7 @@ class Staging:
             folder = join_url(self.url, entry.folder + "/")
             for f in manifest.files:
                 self._download(join_url(folder, f.path), f, stage / f.path)
-        except (*BAD_BYTES, SignatureError):
+        except REFUSED:
             shutil.rmtree(stage, ignore_errors=True)
             raise
         return manifest

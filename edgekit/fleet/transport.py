@@ -119,8 +119,8 @@ def fetch(url: str, *, cap: int, etag: str | None = None, last_modified: str | N
             stamp = resp.headers.get("Last-Modified")
             modified = trusted_last_modified(stamp, resp.headers.get("Date"))
             # nginx's ETag is size and mtime in seconds: one from a second not yet over is no better
-            tag = resp.headers.get("ETag") if stamp is None or modified is not None else None
-            return Fetched(data, tag, modified, len(data))
+            etag_now: str | None = resp.headers.get("ETag") if stamp is None or modified is not None else None
+            return Fetched(data, etag_now, modified, len(data))
     except urllib.error.HTTPError as exc:
         if exc.code == 304:
             return Fetched(None, etag, last_modified, 0)

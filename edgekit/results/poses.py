@@ -94,7 +94,7 @@ class Poses:
 
     def to_list(self, ndigits: int = 2) -> list[dict[str, Any]]:
         """JSON-ready: ``[{"score", "box", "keypoints": [{"name", "x", "y", "score"}, ...]}, ...]``."""
-        out = []
+        out: list[dict[str, Any]] = []
         for p in self:
             kps = [{"name": n, "x": round(float(x), ndigits), "y": round(float(y), ndigits), "score": round(float(s), 4)}
                    for n, (x, y), s in zip(self.names, p.keypoints, p.keypoint_scores)]

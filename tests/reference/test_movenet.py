@@ -4,7 +4,6 @@ Runs in the main venv (TensorFlow); skipped without it."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
