@@ -15,9 +15,11 @@ from typing import Any
 def _redeliver_interrupts(hook: Any) -> Any:
     def unraisable(u: Any) -> None:
         if isinstance(u.exc_type, type) and issubclass(u.exc_type, KeyboardInterrupt):
-            import signal
+            import _thread
 
-            signal.raise_signal(signal.SIGINT)  # raised at the next line of ordinary code
+            # Marks SIGINT as arrived without running its handler here (signal.raise_signal would, inside
+            # this hook): it runs at the main thread's next check, in ordinary code.
+            _thread.interrupt_main()
             return
         hook(u)
 
