@@ -1,4 +1,5 @@
-from edgekit.cli import main
 import sys
+
+from edgekit._entry import main
 
 sys.exit(main())

@@ -81,6 +81,8 @@ def build_parser(command: str | None = None) -> Parser:
         try:
             mod = importlib.import_module(f"edgekit.commands.{name}")
         except ImportError as exc:
+            if _interrupted(exc):  # Ctrl-C inside a library's import, which words it as an ImportError (numpy)
+                raise KeyboardInterrupt from None
             from edgekit.errors import SetupError
 
             raise SetupError(f"the {name!r} command cannot be loaded ({type(exc).__name__}: {exc}); this "
@@ -88,6 +90,17 @@ def build_parser(command: str | None = None) -> Parser:
                              "(pip install --force-reinstall edgekit-tflite)") from None
         mod.register(sub)
     return parser
+
+
+def _interrupted(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(20):
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
@@ -108,12 +121,25 @@ def _wants_native_logs(argv: Sequence[str]) -> bool:
     return os.environ.get("EDGEKIT_DEBUG") == "1" or any(a in ("-v", "--verbose") for a in argv)
 
 
-def _quiet_native_logs() -> None:
+_QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def _quiet_native_logs() -> dict[str, str | None]:
     """TensorFlow's C++ INFO/WARNING/ERROR lines (cuInit on a machine without a GPU, oneDNN, cpu
-    features) and the interpreter's "INFO: Created TensorFlow Lite XNNPACK delegate" say nothing to a
-    user of a command; `-v` (or EDGEKIT_DEBUG=1) keeps them."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.setdefault("ABSL_MIN_LOG_LEVEL", "3")
+    features) say nothing to a user of a command; `-v` (or EDGEKIT_DEBUG=1) keeps them. A value the
+    user set wins. Returns what to put back when main() ends (it also runs inside user code)."""
+    before = {k: os.environ.get(k) for k in _QUIET_ENV}
+    for k, v in _QUIET_ENV.items():
+        os.environ.setdefault(k, v)
+    return before
+
+
+def _restore(env: dict[str, str | None]) -> None:
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 # Commands that load a model a user may have just copied onto the device try it once in a child
@@ -128,9 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _command_of(argv)
     prog = f"edgekit {command}" if command else "edgekit"
     debug = os.environ.get("EDGEKIT_DEBUG") == "1"
+    restore: dict[str, str | None] = {}
     try:
         if not _wants_native_logs(argv):
-            _quiet_native_logs()
+            restore = _quiet_native_logs()
         parser = build_parser(command or "")
         args, extra = parser.parse_known_args(argv)
         if extra:  # said by the command's own parser, so the hint names its --help
@@ -170,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
         return _internal_error(prog, exc, debug)
+    finally:
+        _restore(restore)
 
 
 def _internal_error(prog: str, exc: Exception, debug: bool) -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
 from pathlib import Path
 
 from edgekit.errors import ModelError
@@ -58,4 +60,17 @@ def validate_model_file(path: str | os.PathLike[str]) -> tuple[bytes, TFLiteFile
         ModelError: with a sentence saying what is wrong and what to do.
     """
     data = read_model_bytes(path)
-    return data, parse_tflite(data, label=f"model {os.fspath(path)!r}")
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    with _LAST_LOCK:
+        if _LAST and _LAST[0] == digest:  # the same bytes as the last file checked (`detect` asks twice)
+            return data, _LAST[1]
+    parsed = parse_tflite(data, label=f"model {os.fspath(path)!r}")
+    with _LAST_LOCK:
+        _LAST[:] = [digest, parsed]
+    return data, parsed
+
+
+# The digest and parse of the last file that passed the checks: a command that describes a file and
+# then loads it (detect: classifier or detector?) reads it twice but parses it once. TFLiteFile is frozen.
+_LAST: list = []  # type: ignore[type-arg]
+_LAST_LOCK = threading.Lock()

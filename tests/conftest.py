@@ -3,7 +3,9 @@ fake video reader for the sources and the loop."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # loads a model with isolation runs the child as it did before the cache; the tests of the cache
 # turn it on, in a folder of their own. Whatever writes a per-user cache writes it here.
 os.environ["EDGEKIT_ISOLATE_CACHE"] = "0"
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="edgekit-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE = tempfile.mkdtemp(prefix="edgekit-test-cache-")
+atexit.register(shutil.rmtree, _CACHE, True)
 DATA = ROOT / "tests" / "data"
 WHERE = ("tests/data in this repository (see tests/data/README.md: google-coral/test_data and TensorFlow's "
          "COCO SSD MobileNet v1 release, Apache-2.0)")

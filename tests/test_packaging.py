@@ -55,7 +55,7 @@ def test_wheel_contains_the_mapped_packages(wheel: Path) -> None:
             packed = f"{target}/{init.relative_to(ROOT / folder).as_posix()}"
             assert packed in names, f"{packed} missing from {wheel.name}: add its package to pyproject.toml"
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "edgekit = edgekit.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "edgekit = edgekit._entry:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 def test_wheel_imports_runtimes_without_tensorflow(wheel: Path, tmp_path: Path) -> None:

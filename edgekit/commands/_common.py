@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["delegate_arg", "delegate_list_arg", "int_list_arg", "positive_int", "non_negative_int", "table", "progress",
            "native_stderr_filtered", "native_noise_dropped_on_failure", "labels_arg", "add_source_arguments",
            "add_runtime_arguments", "add_stop_arguments", "source_spec", "quiet_native_logs", "stop_on_signals",
-           "logging_to_stderr", "LineSink", "close_all"]
+           "logging_to_stderr", "LineSink", "close_all", "resolve_warmup"]
 
 _DELEGATES = ", ".join(repr(d.value) for d in Delegate)
 
@@ -194,13 +194,24 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
     """--delegate, --threads and --warmup."""
     p.add_argument("--delegate", type=delegate_arg, default="auto", help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE")
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads; when absent, every core up to 4")
-    p.add_argument("--warmup", type=non_negative_int, default=2, help="inferences before the first frame")
+    p.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
+                   help="inferences before the first frame (default: 2 for a camera, stream or video, "
+                        "none for images, whose first one is the result anyway)")
 
 
 def add_stop_arguments(p: argparse.ArgumentParser) -> None:
     """--max-frames and --duration."""
     p.add_argument("--max-frames", type=positive_int, help="stop after this many processed frames")
     p.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after this long")
+
+
+def resolve_warmup(args: argparse.Namespace, spec: SourceSpec) -> None:
+    """--warmup's default, once the source is known: 2 inferences before a live source or a video (its
+    figures then start warm), none before images (one run each: warming up would only double the time)."""
+    from edgekit.sources import SourceKind
+
+    if args.warmup is None:
+        args.warmup = 0 if spec.kind is SourceKind.IMAGES else 2
 
 
 def source_spec(args: argparse.Namespace) -> SourceSpec:

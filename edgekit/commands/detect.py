@@ -31,6 +31,7 @@ from edgekit.commands._common import (
     positive_int,
     progress,
     quiet_native_logs,
+    resolve_warmup,
     source_spec,
     stop_on_signals,
 )
@@ -158,6 +159,7 @@ def _line(result: FrameResult) -> str:
 def run(args: argparse.Namespace) -> int:
     debug = quiet_native_logs()
     spec = source_spec(args)
+    resolve_warmup(args, spec)
     writer = VideoWriterSink(args.save) if args.save else None  # checks the path before the slow part
     window = WindowSink() if args.show else None
     source = VideoSource(spec)

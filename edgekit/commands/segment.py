@@ -29,6 +29,7 @@ from edgekit.commands._common import (
     non_negative_int,
     progress,
     quiet_native_logs,
+    resolve_warmup,
     source_spec,
     stop_on_signals,
 )
@@ -115,6 +116,7 @@ def run_vision(args: argparse.Namespace, name: str, make_task: Callable[[], Any]
     """The loop of `segment` and `pose`: source -> task -> text, JSON or saved frames; a summary on stderr."""
     debug = quiet_native_logs()
     spec = source_spec(args)
+    resolve_warmup(args, spec)
     saver: Any = None
     if args.save:
         saver = ImageSink(args.save) if Path(args.save).suffix.lower() in IMAGE_SUFFIXES else VideoWriterSink(args.save)

@@ -78,25 +78,35 @@ def test_interpreter_info_lines_are_dropped_through_the_api_and_kept_with_debug(
     assert quiet.returncode == 0 and "INFO:" not in quiet.stderr, quiet.stderr
 
 
-@pytest.fixture(scope="module")
-def bare_start() -> float:
-    """How long this interpreter takes to start with nothing of edgekit's (site, .pth files): a SIGINT
-    before then lands in Python's own start-up, which prints its traceback before any code of ours runs."""
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
-    return 2 * (time.perf_counter() - t0)
+# What the console script runs (edgekit._entry), after a line that says Python's own start-up (site,
+# .pth files) and the import of the entry point (the lazy edgekit package and edgekit/_entry.py: a
+# few ms) are over; a SIGINT before that lands where no code of ours runs yet.
+_CONSOLE = ("import sys; from edgekit._entry import main; print('started', file=sys.stderr, flush=True); "
+            "sys.exit(main())")
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.1, 0.25, 0.5, 1.0])
-def test_ctrl_c_at_any_moment_ends_without_a_traceback(delay: float, bare_start: float) -> None:
-    delay += bare_start
-    proc = subprocess.Popen([sys.executable, "-m", "edgekit", "classify", "-m", str(SMALL), "-k", "1",
+@pytest.mark.parametrize("delay", [0.005, 0.02, 0.05, 0.15, 0.3, 0.6, 1.0])
+def test_ctrl_c_at_any_moment_ends_without_a_traceback(delay: float) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _CONSOLE, "classify", "-m", str(SMALL), "-k", "1",
                              str(DATA / "parrot.jpg")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stderr is not None and proc.stderr.readline().strip() == "started"
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert "Traceback" not in err, err
+    # -SIGINT: it came as the process was ending, after main() returned (Python's own default then)
     assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err)
-    if proc.returncode == 130:
-        assert err.strip().endswith("edgekit classify: interrupted"), err
+    if proc.returncode == 130:  # said by the CLI, or by the entry point while the CLI was still loading
+        assert err.strip().splitlines()[-1] in ("edgekit classify: interrupted", "edgekit: interrupted"), err
+
+
+def test_main_leaves_the_environment_as_it_found_it(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "1")  # the user's own value wins and stays
+    assert cli.main(["classify", "-m", str(SMALL), "-k", "1", str(DATA / "parrot.jpg")]) == 0
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "1"
