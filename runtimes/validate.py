@@ -6,6 +6,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from edgekit.errors import ModelError
 from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
@@ -72,5 +73,5 @@ def validate_model_file(path: str | os.PathLike[str]) -> tuple[bytes, TFLiteFile
 
 # The digest and parse of the last file that passed the checks: a command that describes a file and
 # then loads it (detect: classifier or detector?) reads it twice but parses it once. TFLiteFile is frozen.
-_LAST: list = []  # type: ignore[type-arg]
+_LAST: list[Any] = []
 _LAST_LOCK = threading.Lock()

@@ -39,7 +39,7 @@ FLOORS = (
     ("edgekit.converters",),
     ("edgekit.demo",),
     ("edgekit.commands",),
-    ("edgekit.cli", "edgekit.__main__"),
+    ("edgekit.cli", "edgekit.__main__", "edgekit._entry"),
 )
 # Circles that another open issue removes with the files it reshapes (issue 24: the model reading).
 KNOWN_CIRCLES = [["edgekit.contract.readings", "edgekit.contract.recognize"]]

@@ -224,11 +224,11 @@ def source_spec(args: argparse.Namespace) -> SourceSpec:
 
     kw = dict(width=args.width, height=args.height, fps=args.fps, realtime=args.realtime)
     if args.picamera:
-        return SourceSpec(SourceKind.PICAMERA, "picamera2", **kw)  # type: ignore[arg-type]
+        return SourceSpec(SourceKind.PICAMERA, "picamera2", **kw)
     if args.camera is not None:
-        return SourceSpec(SourceKind.CAMERA, args.camera, **kw)  # type: ignore[arg-type]
+        return SourceSpec(SourceKind.CAMERA, args.camera, **kw)
     if len(args.source) == 1:
-        return parse_source(args.source[0], **kw)  # type: ignore[arg-type]
+        return parse_source(args.source[0], **kw)
     # Several paths: an unquoted glob the shell expanded, or images listed one by one.
     specs = [parse_source(p) for p in args.source]
     if any(s.kind is not SourceKind.IMAGES for s in specs):
