@@ -26,7 +26,9 @@ score's step, 1/256) of the largest value, at least 1/256 (detection scores: 1/2
 Measured (x86_64, the shared models and photos, 4 photos each): ai-edge-litert 2.3.0 against
 tflite-runtime 2.14.0 differ by up to 7 steps in a classifier's scores (mobilenet_v1 0.25) and
 6 steps in SSD scores; one photo's top-1 of mobilenet_v2 is an exact tie on one and 8 steps apart
-on the other; SSD boxes of 5 px kites move by 0.3 px (IoU 0.85).
+on the other; SSD boxes of 5 px kites move by 0.3 px (IoU 0.85). ai-edge-litert 2.3.0 on x86_64
+against the same on aarch64 (emulated, .ci/arm) on identical golden inputs: a top-1 score 10 steps
+apart (mobilenet_v2, cat.bmp). Hence 12 steps.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ __all__ = ["MADE_WITH", "TIE_STEPS", "SCORE_STEPS", "MATCH_IOU", "MATCH_PX", "MA
            "expected_arrays", "compare_case"]
 
 MADE_WITH = "made_with"  # the .npz entry naming where its outputs were made
-TIE_STEPS = 8
-SCORE_STEPS = 8
+TIE_STEPS = 12
+SCORE_STEPS = 12
 MATCH_IOU = 0.9
 MATCH_PX = 2.0
 MASK_AGREEMENT = 0.99

@@ -190,7 +190,11 @@ distribution is edgekit-tflite" ;;
     local apt_packages=(python3-venv python3-pip v4l-utils)
     local pins=("numpy<2" "opencv-python-headless<4.11")
     local index=()
-    if [ "$bits" = 32 ]; then index=(--extra-index-url "$PIWHEELS"); fi
+    # 32-bit: wheels only for what needs compiling, so that an unreachable piwheels is an error
+    # now, not hours of building numpy 2's or OpenCV's source from PyPI.
+    if [ "$bits" = 32 ]; then
+        index=(--extra-index-url "$PIWHEELS" "--only-binary=numpy,opencv-python-headless,pillow,tflite-runtime")
+    fi
     echo "# edgekit install: $arch, ${bits}-bit Python, prefix $PREFIX, user $SERVICE_USER, package $PACKAGE"
     if [ -n "$EDGETPU" ]; then apt_packages+=(curl gnupg ca-certificates); fi
 

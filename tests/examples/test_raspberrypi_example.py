@@ -51,7 +51,7 @@ def commands(r: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 PINS = r"numpy\<2 opencv-python-headless\<4.11"
-PIWHEELS = r"--extra-index-url https://www.piwheels.org/simple"
+PIWHEELS = r"--extra-index-url https://www.piwheels.org/simple --only-binary=numpy\,opencv-python-headless\,pillow\,tflite-runtime"
 APT = "apt-get install -y python3-venv python3-pip v4l-utils curl gnupg ca-certificates"
 
 
@@ -60,7 +60,8 @@ APT = "apt-get install -y python3-venv python3-pip v4l-utils curl gnupg ca-certi
     # 32-bit Pi OS under a 64-bit kernel: the pointer size decides, whatever the kernel says;
     # numpy<2 first, from piwheels (PyPI has no armv7l wheels), before edgekit's own list
     ("arm64", "32", [rf"install {PIWHEELS} {PINS} tflite-runtime", rf"install --no-deps {ROOT}\[mqtt\,metrics\]",
-                     "pip install --extra-index-url https://www.piwheels.org/simple numpy<2 "
+                     "pip install --extra-index-url https://www.piwheels.org/simple "
+                     "--only-binary=numpy,opencv-python-headless,pillow,tflite-runtime numpy<2 "
                      "opencv-python-headless<4.11 $(requirements of the installed edgekit distribution without "
                      "ai-edge-litert)"]),
     ("armhf", "32", [rf"install {PIWHEELS} {PINS} tflite-runtime"]),
