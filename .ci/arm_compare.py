@@ -38,7 +38,7 @@ PX = 2.0
 THRESHOLD = 0.5
 MODELS = ["mobilenet_v2_1.0_224_quant", "mobilenet_v1_0.25_128_quant"]
 DETECTOR = "ssd_mobilenet_v1_coco_quant"
-PHOTOS = ["grace_hopper.bmp", "parrot.jpg", "kite_and_cold.jpg", "cat.bmp"]
+PHOTOS = ["grace_hopper.png", "parrot.jpg", "kite_and_cold.jpg", "cat.png"]
 VERDICT_AGREEMENT = 0.8
 INSPECT_FRAMES = 10
 
