@@ -22,12 +22,12 @@ KEY = re.compile(r"\[([a-z_.]+)\]\s+([a-z_]+)\b")
 OTHER_PROGRAMS = {
     "--force-reinstall": "pip", "--system-site-packages": "python -m venv", "--vacuum-size": "journalctl",
     "--list-cameras": "rpicam-hello", "--min": "edgetpu_compiler", "--num": "edgetpu_compiler",
-    "--ops": "ai-edge-quantizer's report",
+    "--ops": "ai-edge-quantizer's report", "--extra-index-url": "pip",
 }
 # Modules with their own small argv (a child process, a helper server): their flags are their own parser's.
 OWN_PARSERS = {"runtimes/_probe.py", "edgekit/fleet/serve.py"}
 # Prose after a bracketed section name ("the [model] table", "[line] start and end").
-PROSE = {"table", "tables", "and", "of", "names", "need", "start", "or", "is", "with"}
+PROSE = {"table", "tables", "and", "of", "names", "need", "start", "or", "is", "with", "wing"}
 
 
 def _literals(path: Path) -> list[str]:
@@ -50,11 +50,21 @@ def _cli_flags() -> set[str]:
 
 
 def _config_keys() -> set[str]:
+    """The keys the parsers' `.allow(...)` calls name: string arguments, and `*NAMES` where NAMES is a
+    module-level tuple of strings (e.g. the [model] keys the fleet wing adds)."""
     keys: set[str] = set()
     for path in SOURCES:
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        tuples = {t.id: [e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                  for node in tree.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple)
+                  for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "allow":
-                keys.update(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+                for a in node.args:
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                        keys.add(a.value)
+                    elif isinstance(a, ast.Starred) and isinstance(a.value, ast.Name):
+                        keys.update(tuples.get(a.value.id, ()))
     return keys
 
 

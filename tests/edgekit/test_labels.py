@@ -105,12 +105,23 @@ def test_imagenet_labels_on_the_coco_ssd_are_one_warning(shared_models: Path, sh
     assert "note:" not in capsys.readouterr().err
 
 
-def test_classify_without_labels_says_how_to_name_the_ids(shared_models: Path, shared_images: Path,
+def test_classify_without_labels_says_how_to_name_the_ids(tiny_models: Any, shared_images: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     from edgekit.cli import main
     from edgekit.labels import NO_LABELS_NOTE
+
+    # A classifier with no labels anywhere (no edgekit metadata, no TFLite label file): ids, and the hint.
+    assert main(["classify", "-m", str(tiny_models.int8_path), "-k", "1", str(shared_images / "parrot.jpg")]) == 0
+    assert f"edgekit classify: note: {NO_LABELS_NOTE}" in capsys.readouterr().err
+
+
+def test_classify_takes_the_labels_the_file_carries_without_a_hint(shared_models: Path, shared_images: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from edgekit.cli import main
     from tests.conftest import shared_model
 
+    # Coral's MobileNet carries imagenet_labels.txt in its TFLite Support metadata: names, no hint.
     model = shared_model(shared_models, "mobilenet_v1_0.25_128_quant.tflite")
     assert main(["classify", "-m", str(model), "-k", "1", str(shared_images / "parrot.jpg")]) == 0
-    assert f"edgekit classify: note: {NO_LABELS_NOTE}" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "macaw" in out and "note:" not in err

@@ -14,7 +14,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 PHOTOS = HERE / "photos"
-SHARED_IMAGES = HERE.parents[1].parent / "shared" / "images"
+SHARED_IMAGES = HERE.parent / "data"  # tests/data: the real photos the suite uses (README there)
 
 MODELS = {
     "face-short": "modules/face_detection/face_detection_short_range.tflite",
@@ -53,10 +53,10 @@ def extract_models(mp: Any, dest: Path) -> dict[str, Path]:
 
 
 def photos() -> list[Path]:
-    """The committed photos, and the shared ones when present."""
+    """The photos committed for these tests, and the suite's real photos in tests/data."""
     found = sorted(PHOTOS.glob("*.jpg"))
     if SHARED_IMAGES.is_dir():
-        found += [SHARED_IMAGES / n for n in ("grace_hopper.bmp", "kite_and_cold.jpg", "cat.bmp", "parrot.jpg")
+        found += [SHARED_IMAGES / n for n in ("grace_hopper.png", "kite_and_cold.jpg", "cat.png", "parrot.jpg")
                   if (SHARED_IMAGES / n).is_file()]
     return found
 

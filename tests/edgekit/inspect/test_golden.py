@@ -25,7 +25,7 @@ from tests.conftest import shared_model
 REPO = Path(__file__).resolve().parents[3]
 MODELS = [("mobilenet_v2_1.0_224_quant.tflite", 224), ("mobilenet_v1_0.25_128_quant.tflite", 128),
           ("ssd_mobilenet_v1_coco_quant.tflite", 300)]
-PHOTOS = ["grace_hopper.bmp", "parrot.jpg", "kite_and_cold.jpg", "cat.bmp"]
+PHOTOS = ["grace_hopper.png", "parrot.jpg", "kite_and_cold.jpg", "cat.png"]
 
 
 def _photo(shared_images: Path, name: str, size: int) -> np.ndarray:
