@@ -26,6 +26,18 @@ from edgekit.runtimes.support_metadata import SupportMetadata
 from edgekit.runtimes.tensors import inspect_model
 from tests.conftest import shared_model
 
+
+def _has_schema() -> bool:
+    """edgekit meta writes through the TFLite schema module of ai-edge-litert or TensorFlow
+    (tflite-runtime, 32-bit Pi OS's interpreter, has none)."""
+    import importlib.util
+
+    return any(importlib.util.find_spec(m) is not None for m in ("ai_edge_litert", "tensorflow"))
+
+
+needs_schema = pytest.mark.skipif(not _has_schema(), reason="edgekit meta needs the TFLite schema module of "
+                                  "ai-edge-litert or TensorFlow (pip install ai-edge-litert); this venv has neither")
+
 FACE = PRESETS["mediapipe-face-short-range"]
 SUPPORT = SupportMetadata(mean=(0.0,), std=(255.0,))
 
@@ -122,6 +134,7 @@ def _meta(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+@needs_schema
 def test_meta_writes_mean_std_pad_and_interpolation_and_keeps_the_label_files(shared_models: Path,
                                                                               tmp_path: Path) -> None:
     src = shared_model(shared_models, "mobilenet_v2_1.0_224_quant.tflite")
@@ -181,6 +194,7 @@ def _with_data_after_the_flatbuffer(model: bytes) -> bytes:
     return head + bytes(tail)
 
 
+@needs_schema
 def test_meta_works_on_a_file_whose_data_sits_after_the_flatbuffer(shared_models: Path, tmp_path: Path) -> None:
     src = shared_model(shared_models, "mobilenet_v1_0.25_128_quant.tflite")
     outside = tmp_path / "outside.tflite"
