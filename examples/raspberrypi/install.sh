@@ -124,6 +124,31 @@ for line in metadata.requires(dist) or []:
 EOF
 }
 
+model_to_put() {
+    # model_to_put CONFIG PYTHON...: where a model must go before the service can serve, when the
+    # config's model is not there yet: DIR/1/model.tflite for a model folder with no version (as
+    # the service counts them: edgekit's find_versions), the file itself for a fixed model path.
+    # Nothing when a model is there, when the config follows a fleet channel (the cell fetches its
+    # own at start), or when the config does not load (the check reports that). PYTHON... is the
+    # command that runs the venv's python (as the service user, with the unit's secrets).
+    "${@:2}" - "$1" <<'EOF'
+import sys
+from pathlib import Path
+
+try:
+    from edgekit.inspect.config import load_config
+    from edgekit.inspect.modelwatch import find_versions
+
+    config = load_config(sys.argv[1])
+    if config.fleet is None and config.model.dir and not find_versions(Path(config.model.dir)):
+        print(Path(config.model.dir) / "1" / "model.tflite")
+    elif config.fleet is None and config.model.path and not Path(config.model.path).is_file():
+        print(config.model.path)
+except Exception:  # the check names what is wrong with the config
+    pass
+EOF
+}
+
 main() {
     DRY_RUN=0
     START=0
@@ -305,37 +330,51 @@ from piwheels ($PIWHEELS): PyPI has no armv7l wheels of them. Check this device 
     run runuser -u "$SERVICE_USER" -- "$PREFIX/venv/bin/edgekit" doctor --path "$STATE"
     # The config as the service will read it: as its user, with its secrets file loaded the
     # way systemd's EnvironmentFile= does. A failure is reported; it does not undo the install.
-    local checked=1 why="" report=""
+    # The check opens the cell as the service does, so it refuses a config whose model is not
+    # there yet (a fresh install's empty model folder) as the service would at start; that is
+    # told apart by looking for the model itself, not by reading the check's message.
+    local checked=1 missing="" report=""
     printf '+ %s\n' "runuser -u $SERVICE_USER -- env \$(secrets of $ETC/edgekit.env) $PREFIX/venv/bin/edgekit inspect --config $ETC/inspection.toml --check"
+    printf '+ %s\n' "runuser -u $SERVICE_USER -- env \$(secrets of $ETC/edgekit.env) $PREFIX/venv/bin/python - $ETC/inspection.toml  (is its model there yet? see model_to_put)"
     if [ "$DRY_RUN" = 0 ]; then
         local secrets=()
         mapfile -t secrets < <(env_file_lines "$ETC/edgekit.env")
-        if ! report="$(runuser -u "$SERVICE_USER" -- env "${secrets[@]}" "$PREFIX/venv/bin/edgekit" inspect \
-                --config "$ETC/inspection.toml" --check)"; then
+        local as_service=(runuser -u "$SERVICE_USER" -- env "${secrets[@]}")
+        if ! report="$("${as_service[@]}" "$PREFIX/venv/bin/edgekit" inspect --config "$ETC/inspection.toml" \
+                --check)"; then
             checked=0
-            why="the config check failed (above)"
+        fi
+        if [ -n "$report" ]; then printf '%s\n' "$report"; fi
+        missing="$(model_to_put "$ETC/inspection.toml" "${as_service[@]}" "$PREFIX/venv/bin/python")" || missing=""
+        if [ -n "$missing" ]; then
+            # The service cannot run without a model either: it would restart every 10 s.
+            echo "# there is no model to serve yet: put one at $missing (README.md section 4). Until then" >&2
+            echo "# the check (above) refuses the config, as the service would at start; check it again" >&2
+            echo "# then, as README.md section 5 shows (it goes on to the labels, trigger and camera)" >&2
+        elif [ "$checked" = 0 ]; then
             echo "# the config check failed (above): fix $ETC/inspection.toml (or $ETC/edgekit.env) and" >&2
             echo "# check it again as README.md section 5 shows" >&2
         fi
-        printf '%s\n' "$report"
-        # The check passes without a model (the folder may be filled later), but the service
-        # cannot run without one: it would restart every 10 s. A fleet config fetches its own.
-        if [ "$checked" = 1 ] && [[ "$report" == *"has no model version yet (put one at"* ]]; then
-            checked=0
-            why="there is no model to serve yet"
-        fi
     fi
 
-    if [ "$START" = 1 ] && [ "$checked" = 1 ]; then
+    if [ "$START" = 1 ] && [ "$checked" = 1 ] && [ -z "$missing" ]; then
         run systemctl restart edgekit.service
         run systemctl --no-pager status edgekit.service
-    elif [ "$START" = 1 ]; then
-        echo "install.sh: installed and enabled, but not started: $why." >&2
-        echo "install.sh: put a model at $PREFIX/models/inspection/1/model.tflite (README.md section 4), run" >&2
-        echo "install.sh: the check again, then: sudo systemctl start edgekit" >&2
+    elif [ "$START" = 1 ] && [ -n "$missing" ]; then
+        echo "install.sh: installed and enabled, but not started: there is no model to serve yet." >&2
+        echo "install.sh: put a model at $missing (README.md section 4), check the config again as" >&2
+        echo "install.sh: README.md section 5 shows, then: sudo systemctl start edgekit" >&2
         exit 1
+    elif [ "$START" = 1 ]; then
+        echo "install.sh: installed and enabled, but not started: the config check failed (above)." >&2
+        echo "install.sh: fix $ETC/inspection.toml (or $ETC/edgekit.env), check it again as README.md" >&2
+        echo "install.sh: section 5 shows, then: sudo systemctl start edgekit" >&2
+        exit 1
+    elif [ -n "$missing" ] || [ "$DRY_RUN" = 1 ]; then
+        echo "# next: put a model at ${missing:-$PREFIX/models/inspection/1/model.tflite}, edit $ETC/inspection.toml,"
+        echo "#       check it, then: sudo systemctl start edgekit && journalctl -u edgekit -f"
     else
-        echo "# next: put a model at $PREFIX/models/inspection/1/model.tflite, edit $ETC/inspection.toml,"
+        echo "# next: edit $ETC/inspection.toml for your line, check it (README.md section 5),"
         echo "#       then: sudo systemctl start edgekit && journalctl -u edgekit -f"
     fi
     if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then

@@ -120,10 +120,15 @@ def test_nchw_float_tflite_is_fed_channel_first(models: dict[str, Path], data: d
 def test_real_images_calibrate_and_validate(models: dict[str, Path], shared_images: Path, work: Path) -> None:
     out = work / "photos_int8.tflite"
     r = _convert(models["nchw"], out, shared_images, validation=shared_images, mode="int8-float-io")
-    assert r.metrics.samples == len(list(shared_images.iterdir()))
+    assert r.metrics.samples == len(_images(shared_images))  # the photos only: the folder also holds models
     rows = run_tflite(out, _photos(shared_images))
     ref = run_tflite(models["nchw"], _photos(shared_images))
     assert np.abs(rows - ref).max() < 0.1  # softmax scores of real photos within a few int8 steps
+
+
+def _images(folder: Path) -> list[Path]:
+    """The photos in `folder`, sorted (tests/data also holds the models, label files and a README)."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp"))
 
 
 def _photos(folder: Path) -> np.ndarray:
@@ -131,7 +136,7 @@ def _photos(folder: Path) -> np.ndarray:
     from edgekit.converters.preprocessing import Preprocessing
 
     pre = Preprocessing(input_size=(SIZE, SIZE), channels=3, mean=(0.0,) * 3, std=(1.0,) * 3)
-    x = decode_images(sorted(str(p) for p in folder.iterdir()), pre, "photos")
+    x = decode_images([str(p) for p in _images(folder)], pre, "photos")
     x = x[0] if isinstance(x, tuple) else x
     return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
 

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from tests.examples.conftest import VIDEO_FRAMES, CellConfig, golden_input, write_kites_video
+from tests.examples.conftest import VIDEO_FRAMES, VIDEO_SIZE, CellConfig, golden_input, write_kites_video
 
 pytestmark = pytest.mark.slow
 
@@ -165,6 +165,9 @@ def test_install_sh_installs_for_real(installed: Install) -> None:
     # the closing check ran on the shipped config (no MQTT secret needed) and, as the run would, refused
     # the model folder with no version yet (issue 26: --check refuses what the run refuses); the hints printed
     assert "has no version" in out and "# next: put a model at" in out
+    # install.sh tells the empty model folder apart by looking at it, not by the check's wording
+    assert f"# there is no model to serve yet: put one at {i.prefix}/models/inspection/1/model.tflite" in out
+    assert "# the config check failed" not in out  # the config itself is fine
     assert f"# {OP} joined the group {SVC}" in out
     assert i.systemctl_calls() == ["daemon-reload", "enable edgekit.service"]
     # edgekit on PATH; from this clone, not from the package index's "edgekit"
@@ -277,7 +280,9 @@ def test_service_user_runs_doctor_check_and_the_cell(cell: Install) -> None:
     assert re.search(r"\[ok  \] interpreter ai_edge_litert +ai_edge_litert [\d.]+ loads with numpy 1\.", doctor.stdout)
     check = i.as_user(SVC, ["edgekit", "inspect", "--config", config, "--check"])
     assert check.returncode == 0, check.stderr
-    assert check.stdout.strip().endswith("continuous; model inspection/1"), check.stdout
+    # issue 26: the check opens the cell as the run does and names the first frame's real size
+    w, h = VIDEO_SIZE
+    assert check.stdout.strip().endswith(f"continuous; model inspection/1; first frame {w}x{h}"), check.stdout
     r = i.as_user(SVC, ["edgekit", "inspect", "--config", config, "--json"])
     assert r.returncode == 0, r.stderr
     i.decisions["inspect"] = decisions = _decisions(r.stdout)
@@ -324,6 +329,7 @@ def test_the_guide_as_a_normal_user(cell: Install) -> None:
     blocks = _guide_blocks(i.example / "README.md")
     runnable = [b for reason, b in blocks if reason is None]
     assert len(runnable) >= 10
+    before = len(i.systemctl_calls())  # install.sh's (one run, or two with the --start test)
     for block in runnable:
         script = _here(block, i)
         r = i.as_user(OP, ["bash", "-euo", "pipefail", "-c", script], cwd=i.example)
@@ -334,7 +340,7 @@ def test_the_guide_as_a_normal_user(cell: Install) -> None:
     assert (models / "3/model.tflite").is_file() and (models / "3/golden/part_ok.npz").is_file()
     assert not (models / ".3").exists() and not (models / "3/.3").exists()
     assert (i.root / "run/edgekit/trigger").read_text().strip() == "part-0042"
-    assert i.systemctl_calls()[2:] == ["stop edgekit", "start edgekit", "restart edgekit"]
+    assert i.systemctl_calls()[before:] == ["stop edgekit", "start edgekit", "restart edgekit"]
     assert sorted((i.example / "app-state/events").glob("events-*.jsonl"))
     # the recipe again: version 3 is there, so `mv -T` refuses instead of moving .3 inside 3/
     recipe = next(b for b in runnable if "mv -T" in b)
