@@ -183,6 +183,43 @@ def test_32bit_requirements_are_the_package_list_without_ai_edge_litert() -> Non
     assert "ai-edge-litert" not in names and "tensorflow-cpu" not in names
 
 
+@pytest.mark.parametrize("case, expect", [
+    ("empty folder", "{models}/1/model.tflite"),
+    ("a version", ""),
+    ("a non-numeric folder only", "{models}/1/model.tflite"),  # .3, new: not versions, as the run counts them
+    ("fleet", ""),  # the cell fetches its own version at start
+    ("fixed path missing", "{tmp}/part.tflite"),
+    ("broken config", ""),  # the check names what is wrong
+])
+def test_install_finds_the_model_to_put_by_looking_not_by_the_checks_wording(case: str, expect: str,
+                                                                             tmp_path: Path) -> None:
+    """What `--start` refuses on (issue 25) now that the check itself refuses an empty model folder
+    (issue 26): install.sh's model_to_put, which looks at the config's model with edgekit's own
+    find_versions."""
+    models = tmp_path / "models" / "inspection"
+    models.mkdir(parents=True)
+    model = f'dir = "{models}"'
+    extra = ""
+    if case == "a version":
+        (models / "1").mkdir()
+        (models / "1" / "model.tflite").write_bytes(b"not read")
+    elif case == "a non-numeric folder only":
+        (models / ".3").mkdir()
+        (models / ".3" / "model.tflite").write_bytes(b"not read")
+    elif case == "fleet":
+        model += f'\nchannel = "file://{tmp_path}/rel/channel.json"\ntrust = "unsigned-local"'
+    elif case == "fixed path missing":
+        model = f'path = "{tmp_path}/part.tflite"'
+    elif case == "broken config":
+        extra = "\n[sourse]\n"
+    config = tmp_path / "inspection.toml"
+    config.write_text(f'[source]\npath = "line.avi"\n[model]\n{model}\n{extra}')
+    script = f"source {INSTALL}; model_to_put {config} {sys.executable}"
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == expect.format(models=models, tmp=tmp_path), r.stderr
+
+
 def test_guide_by_hand_32bit_lists_every_dependency() -> None:
     """The guide's 32-bit `pip install` by hand names what pyproject asks for (bar the interpreter)."""
     import tomllib
