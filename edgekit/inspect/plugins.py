@@ -17,7 +17,7 @@ them by the section's name, so ``edgekit.inspect`` never names the wing.
 from __future__ import annotations
 
 from importlib import metadata
-from typing import TYPE_CHECKING, Callable, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 from edgekit.errors import ConfigError
 
@@ -66,13 +66,18 @@ def plugin(group: str, name: str, asked_by: str) -> object:
     return _REGISTERED[group, name]
 
 
-def section_parser(name: str, asked_by: str) -> SectionParser:
-    """The parser of section ``name`` (see :func:`plugin`).
+def callable_plugin(group: str, name: str, asked_by: str, noun: str) -> Callable[..., Any]:
+    """The plugin ``name`` of ``group`` (see :func:`plugin`), which must be callable (``noun`` says as what).
 
     Raises:
-        ConfigError: none is installed, or what is installed is no function.
+        ConfigError: none is installed, or what is installed cannot be called.
     """
-    obj = plugin(SECTIONS, name, asked_by)
+    obj = plugin(group, name, asked_by)
     if not callable(obj):
-        raise ConfigError(f"{asked_by}: the {name!r} entry point of {SECTIONS} is {obj!r}, not a parser")
-    return cast(SectionParser, obj)
+        raise ConfigError(f"{asked_by}: the {name!r} entry point of {group} is {obj!r}, not a {noun}")
+    return obj
+
+
+def section_parser(name: str, asked_by: str) -> SectionParser:
+    """The parser of section ``name`` (see :func:`callable_plugin`)."""
+    return cast(SectionParser, callable_plugin(SECTIONS, name, asked_by, "parser"))

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, cast
 
-from edgekit.errors import ConfigError
-from edgekit.inspect.plugins import FOLLOWERS, plugin
+from edgekit.inspect.plugins import FOLLOWERS, callable_plugin
 
 if TYPE_CHECKING:
     from edgekit.inspect.config import InspectionConfig
@@ -85,7 +84,4 @@ def follower_opener(name: str, asked_by: str) -> FollowerOpener:
     Raises:
         ConfigError: none is installed, or what is installed is no function.
     """
-    obj = plugin(FOLLOWERS, name, asked_by)
-    if not callable(obj):
-        raise ConfigError(f"{asked_by}: the {name!r} entry point of {FOLLOWERS} is {obj!r}, not a function")
-    return cast(FollowerOpener, obj)
+    return cast(FollowerOpener, callable_plugin(FOLLOWERS, name, asked_by, "function"))
