@@ -16,7 +16,7 @@ from __future__ import annotations
 from edgekit.contract import map50  # mAP@0.5 is the model contract's, shared with the device
 from edgekit.converters.audit import AuditFinding, AuditReport, audit_calibration
 from edgekit.converters.compare import ModeComparison, compare_modes, format_comparison
-from edgekit.converters.convert import (
+from edgekit.converters.engines.tflite_converter import (
                                         MODE_SETTINGS,
                                         LayerDiagnosis,
                                         LayerError,

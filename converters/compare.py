@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from edgekit.converters._native import capture_native_output
-from edgekit.converters.quantizer import QuantizerEngine
+from edgekit.converters.engines.base import QuantizerEngine
 from edgekit.converters.metadata_writer import write_bytes_atomic
 from edgekit.converters.options import ConvertOptions, Mode
 from edgekit.converters.pipeline import Measured, Prepared, Session
-from edgekit.converters.load import load_source
+from edgekit.converters.sources import load_source
 from edgekit.errors import EdgekitError
 
 __all__ = ["ModeComparison", "compare_modes", "format_comparison"]

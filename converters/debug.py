@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from edgekit.converters._native import import_tensorflow
-from edgekit.converters.quantizer import LayerError, Representative, io_dtypes
+from edgekit.converters.engines.base import LayerError, Representative, io_dtypes
 from edgekit.errors import ConversionError
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from edgekit.converters.quantizer import LayerError
+from edgekit.converters.engines.base import LayerError
 from edgekit.runtimes.tensors import TensorSpec
 from edgekit.runtimes.tflite_file import TensorDef, TFLiteFile, parse_tflite
 

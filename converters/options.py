@@ -100,7 +100,7 @@ class PreprocessingOverrides:
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    """Everything :func:`edgekit.converters.convert` can be told, with its defaults.
+    """Everything :func:`edgekit.converters.engines.tflite_converter` can be told, with its defaults.
 
     max_drop: the accuracy gate in points (accuracy against labels when the data has
         labels, otherwise top-1 agreement with the float model, or mAP@0.5 against the

@@ -17,8 +17,8 @@ import numpy as np
 
 from edgekit.converters._native import capture_native_output
 from edgekit.converters.audit import AuditFinding, AuditReport, audit_calibration
-from edgekit.converters.aiq_engine import default_engine
-from edgekit.converters.quantizer import LayerDiagnosis, QuantizerEngine
+from edgekit.converters.engines.aiq import default_engine
+from edgekit.converters.engines.base import LayerDiagnosis, QuantizerEngine
 from edgekit.converters.data import DataSplit, load_data
 from edgekit.converters.debug import FallbackOutcome, Trial, auto_fallback
 from edgekit.converters.edgetpu import compile_for_edgetpu
@@ -39,12 +39,10 @@ from edgekit.converters.gate import GateResult, check_gate
 from edgekit.converters.metadata_writer import write_bytes_atomic, write_metadata
 from edgekit.converters.options import ConvertOptions, Mode, OutputFormat, Task
 from edgekit.converters.preprocessing import Preprocessing, resolve_preprocessing
-from edgekit.converters.onnx_source import OnnxSource
 from edgekit.converters.reference import head_finding, merged, reference_outputs, split_roles, truth_map50
 from edgekit.converters.result import ConversionResult, failed_gate_path
-from edgekit.converters.load import load_source
-from edgekit.converters.source import SourceModel
-from edgekit.converters.tflite_source import FloatTFLiteSource, model_input_shape, to_model_layout
+from edgekit.converters.sources import load_source
+from edgekit.converters.sources.base import SourceModel
 from edgekit.errors import ConversionError, InputError, ModelError
 
 __all__ = ["convert", "read_labels", "Session", "Prepared", "Measured"]
@@ -151,11 +149,10 @@ class Session:
                          seed=o.seed, holdout=o.holdout, labels=labels)
         labels = labels or self.src.labels or data.class_names
         audit = audit_calibration(data.calibration, data.validation, labels)
-        if isinstance(self.src, OnnxSource):  # onnx2tf, with its sample images made from these
-            some = data.calibration or data.validation
-            self.src.build(some.x if some is not None else None, pre.mean if pre else (0.0,),
-                           pre.std if pre else (255.0,))
-        data = to_model_layout(data, self.src)  # an NCHW model gets its (N, H, W, C) images transposed
+        some = data.calibration or data.validation  # ONNX: onnx2tf's sample images are made from these
+        self.src.build(some.x if some is not None else None, pre.mean if pre else (0.0,),
+                       pre.std if pre else (255.0,))
+        data = self.src.to_model_layout(data)
         float_bytes = self.engine.convert(self.src, Mode.FLOAT32, None)
         float_path = self._write("float32.tflite", float_bytes)
         fmt = (o.output_format or OutputFormat.YOLO) if self.src.head_split is not None \
@@ -170,7 +167,7 @@ class Session:
                 else reference_outputs(self.src.reference, data.validation.x)
             if self.src.head_split is not None:
                 roles = split_roles(self.src, float_path, data.validation.x[:1])
-            elif isinstance(self.src, FloatTFLiteSource):
+            else:
                 roles = self.src.output_roles  # a head split before: the file names its outputs
             if fmt in (OutputFormat.YOLO, OutputFormat.SSD):
                 truth_map = truth_map50(reference, fmt, reference, data.validation, self._stated(roles))
@@ -229,7 +226,7 @@ class Session:
                 if p.float_map50_truth is not None and p.output_format is not None:
                     truth = truth_map50(quant, p.output_format, p.reference, val, stated)
                     metrics = dataclasses.replace(metrics, float_map50_truth=p.float_map50_truth, map50_truth=truth)
-            float_ms, latency = measure_latency([p.float_path, path], p.first_input(model_input_shape(self.src)))
+            float_ms, latency = measure_latency([p.float_path, path], p.first_input(self.src.model_input_shape))
         except ModelError as exc:
             raise ConversionError(f"the {mode.value} model was converted but the interpreter cannot run it "
                                   f"({str(exc).split(': ', 1)[-1]}); try another mode") from None

@@ -15,7 +15,7 @@ import numpy as np
 from edgekit.contract.enums import BoxMapping, ColorOrder, Interpolation, ResizeMode
 from edgekit.contract.spec import LETTERBOX_PAD, Normalization
 from edgekit.converters.options import PreprocessingOverrides
-from edgekit.converters.source import SourceModel
+from edgekit.converters.sources.base import SourceModel
 
 __all__ = ["Preprocessing", "resolve_preprocessing", "LETTERBOX_PAD"]
 

@@ -19,7 +19,7 @@ from edgekit.converters._native import progress
 from edgekit.converters.data import Samples
 from edgekit.converters.evaluate import ModelOutputs
 from edgekit.converters.options import OutputFormat
-from edgekit.converters.source import FloatReference, SourceModel
+from edgekit.converters.sources.base import FloatReference, SourceModel
 from edgekit.converters.yolo_head import collapse_warning, merge_split, mixed_head_levels, output_roles
 from edgekit.errors import ConversionError
 from edgekit.runtimes import TensorSpec, load_model

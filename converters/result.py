@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.converters.audit import AuditReport
-from edgekit.converters.quantizer import LayerError
+from edgekit.converters.engines.base import LayerError
 from edgekit.converters.debug import FallbackOutcome, worst_layers
 from edgekit.converters.edgetpu import EdgeTPUCompilation
 from edgekit.converters.evaluate import Metrics

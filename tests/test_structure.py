@@ -190,7 +190,7 @@ def _imports_tensorflow(names: set[str]) -> set[str]:
 
 
 def test_the_module_list_is_complete() -> None:
-    assert {"edgekit.cli", "edgekit.runtimes.loader", "edgekit.converters.convert", "edgekit.inspect.cell"} \
+    assert {"edgekit.cli", "edgekit.runtimes.loader", "edgekit.converters.engines.tflite_converter", "edgekit.inspect.cell"} \
         <= set(MODULES)
 
 

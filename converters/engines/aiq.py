@@ -1,4 +1,4 @@
-"""ai-edge-quantizer as a :class:`~edgekit.converters.convert.QuantizerEngine`: it quantizes a float .tflite.
+"""ai-edge-quantizer as a :class:`~edgekit.converters.engines.tflite_converter.QuantizerEngine`: it quantizes a float .tflite.
 
 Google's successor to the converter's post-training quantization works on the flatbuffer
 itself, so it takes the float .tflite files people already hold (Ultralytics' and
@@ -21,10 +21,11 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from edgekit.converters._native import INSTALL_HINT
-from edgekit.converters.aiq_ranges import min_max_calibrate, share_ranges
-from edgekit.converters.convert import TFLiteConverterEngine
+from edgekit.converters.engines.aiq_ranges import min_max_calibrate, share_ranges
+from edgekit.converters.engines.tflite_converter import TFLiteConverterEngine
 from edgekit.converters.options import ConvertOptions, Mode
-from edgekit.converters.quantizer import LayerError, QuantizerEngine, Representative
+from edgekit.converters.engines.base import LayerError, QuantizerEngine, Representative
+from edgekit.converters.sources.base import SourceModel
 from edgekit.errors import ConversionError, InputError
 from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
 
@@ -78,7 +79,7 @@ def op_scopes(model: TFLiteFile) -> list[tuple[str, str, tuple[str, ...]]]:
     return out
 
 
-def default_engine(src: Any, opts: ConvertOptions) -> QuantizerEngine:
+def default_engine(src: SourceModel, opts: ConvertOptions) -> QuantizerEngine:
     """The engine for a conversion: ai-edge-quantizer for a float .tflite source or a per-layer
     recipe (``opts.keep_float``/``opts.int16``), TFLiteConverter otherwise.
 
@@ -86,7 +87,7 @@ def default_engine(src: Any, opts: ConvertOptions) -> QuantizerEngine:
         ConversionError: ai-edge-quantizer is needed and not installed (the sentence names the pip command).
     """
     recipe = LayerRecipe(tuple(opts.keep_float), tuple(opts.int16))
-    if getattr(src, "float_model", None) is not None or recipe:
+    if src.float_tflite is not None or recipe:
         return AiEdgeQuantizerEngine(recipe)
     return TFLiteConverterEngine(weight_only=AiEdgeQuantizerEngine)
 
@@ -94,7 +95,7 @@ def default_engine(src: Any, opts: ConvertOptions) -> QuantizerEngine:
 class AiEdgeQuantizerEngine:
     """Quantize a float .tflite with ai-edge-quantizer in an edgekit mode, with per-layer recipes.
 
-    The source gives the float model: ``source.float_model`` (a float .tflite source), or
+    The source gives the float model: ``source.float_tflite`` (a float .tflite source), or
     TFLiteConverter's float32 conversion of a Keras/SavedModel source.
     """
 
@@ -112,13 +113,13 @@ class AiEdgeQuantizerEngine:
         self.threads = threads or max(1, os.cpu_count() or 1)
         self._converted: tuple[Any, bytes] | None = None  # a Keras/SavedModel source's float .tflite, made once
 
-    def float_model(self, model: Any) -> bytes:
+    def float_model(self, model: SourceModel) -> bytes:
         """The float .tflite the quantizer starts from.
 
         Raises:
             ConversionError: TFLiteConverter could not make one from a Keras/SavedModel source.
         """
-        data = getattr(model, "float_model", None)
+        data = model.float_tflite
         if data is not None:
             return bytes(data)
         if self._converted is None or self._converted[0] is not model:

@@ -1,5 +1,5 @@
 """What every post-training quantizer engine is and gives (TFLiteConverter's in
-:mod:`edgekit.converters.convert`, ai-edge-quantizer's in :mod:`edgekit.converters.aiq_engine`):
+:mod:`edgekit.converters.engines.tflite_converter`, ai-edge-quantizer's in :mod:`edgekit.converters.engines.aiq`):
 the modes' settings, a layer's quantization error, and the engine protocol."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 import numpy as np
 
 from edgekit.converters.options import Mode
-from edgekit.converters.source import SourceModel
+from edgekit.converters.sources.base import SourceModel
 from edgekit.runtimes.tflite_file import parse_tflite
 
 __all__ = ["ModeSettings", "MODE_SETTINGS", "Representative", "LayerError", "LayerDiagnosis", "QuantizerEngine",

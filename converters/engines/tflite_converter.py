@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from edgekit.converters._native import import_tensorflow, native_tail
 from edgekit.converters.options import Mode
-from edgekit.converters.quantizer import (
+from edgekit.converters.engines.base import (
     MODE_SETTINGS,
     LayerDiagnosis,
     LayerError,
@@ -21,7 +21,7 @@ from edgekit.converters.quantizer import (
     Representative,
     io_dtypes,
 )
-from edgekit.converters.source import SourceModel
+from edgekit.converters.sources.base import SourceModel
 from edgekit.errors import ConversionError
 
 __all__ = [
@@ -83,7 +83,7 @@ class TFLiteConverterEngine:
         if MODE_SETTINGS[mode].ops == "weight-only":  # TFLiteConverter has none: the engine given for it
             if self.weight_only is None:
                 raise ConversionError(f"TFLiteConverter has no {mode.value!r} mode; convert with "
-                                      "edgekit.converters.aiq_engine.AiEdgeQuantizerEngine (default_engine picks it)")
+                                      "edgekit.converters.engines.aiq.AiEdgeQuantizerEngine (default_engine picks it)")
             return self.weight_only().convert(model, mode, representative)
         conv = self._configure(self._converter(model), mode, representative)
         try:

@@ -11,99 +11,20 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from edgekit.converters._native import import_keras, import_tensorflow
+from edgekit.converters.sources.base import NormalizationLayer, SourceModel
 from edgekit.errors import ConversionError, InputError
 
-if TYPE_CHECKING:
-    from edgekit.converters.yolo_head import HeadSplit
-
-__all__ = ["SourceModel", "load_keras", "NormalizationLayer", "FloatReference", "PreprocessingHint", "INPUT_KINDS"]
-
-# What `edgekit convert` takes, for --help and error messages.
-INPUT_KINDS = ("Keras (.keras/.h5)", "SavedModel folder", "ONNX (.onnx, via onnx2tf)", "float .tflite")
-
-
-class FloatReference(Protocol):
-    """The float model the accuracy check measures against, when it is not the float .tflite
-    (an ONNX model run by onnxruntime, a Keras model whose head was split for conversion)."""
-
-    name: str
-
-    def run(self, x: np.ndarray) -> list[np.ndarray]:
-        """The model's outputs (with their batch axis of 1) for one sample of model inputs (batch 1)."""
-        ...
-
-
-@dataclass(frozen=True)
-class PreprocessingHint:
-    """Preprocessing a source states (e.g. an exporter's metadata): real input = (pixel - mean) / std."""
-
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    resize: str  # "stretch" | "letterbox"
-    description: str
-    # how the device shrinks frames and maps letterboxed boxes back (edgekit.contract.Interpolation,
-    # BoxMapping): Ultralytics' models are read as its predict does, "linear" and "ultralytics"
-    interpolation: str = "auto"
-    box_mapping: str = "exact"
-    pad_value: int | None = None  # the letterbox border (None: edgekit's gray 114)
-
-
-@dataclass(frozen=True)
-class NormalizationLayer:
-    """A first layer that normalizes pixels inside the model (so the device feeds raw pixels)."""
-
-    kind: str  # "Rescaling" | "Normalization"
-    description: str
-
-
-@dataclass
-class SourceModel:
-    """A model ready for the converter, with what we learned about its input.
-
-    Use as a context manager: a re-exported SavedModel lives in a temporary folder.
-    """
-
-    name: str
-    sha256: str
-    input_shape: tuple[int, ...]  # with the batch of 1
-    input_dtype: str
-    keras_model: Any | None = None  # kept for inspecting its layers
-    saved_model_dir: Path | None = None  # what the converter reads: a batch-1 SavedModel
-    model_name: str = ""  # Keras' own name ('mobilenetv2_1.00_224'), for preprocessing hints
-    normalization: NormalizationLayer | None = None
-    _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
-    reference: FloatReference | None = None  # None: the float32 .tflite is the reference
-    head_split: HeadSplit | None = None  # a YOLO head split into boxes and scores for conversion
-    labels: tuple[str, ...] | None = None  # class names the model itself carries
-    preprocessing_hint: PreprocessingHint | None = None
-
-    @property
-    def is_image(self) -> bool:
-        return len(self.input_shape) == 4 and self.input_shape[-1] in (1, 3)
-
-    def close(self) -> None:
-        """Remove the temporary SavedModel, if any. Safe to call twice."""
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> SourceModel:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
+__all__ = ["load_keras", "KerasReference", "find_normalization"]
 
 def load_keras(model: Any, input_size: tuple[int, int] | None = None, *, split_head: bool = True) -> SourceModel:
     """A Keras model (a .keras/.h5 path or a keras.Model) or a SavedModel folder, with a batch of 1
-    (:func:`edgekit.converters.load.load_source` routes every other kind).
+    (:func:`edgekit.converters.sources.load_source` routes every other kind).
 
     Raises:
         InputError: the path is not a Keras model file nor a SavedModel folder.

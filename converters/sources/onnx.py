@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.converters.source import PreprocessingHint, SourceModel
+from edgekit.converters.sources.base import PreprocessingHint, SourceModel
 from edgekit.converters.yolo_head import HeadSplit, split_onnx_head
 from edgekit.errors import ConversionError, InputError
 

@@ -2,7 +2,7 @@
 
 Ultralytics' own TFLite export (through litert-torch), MediaPipe's float models and vendors'
 files arrive as float32 flatbuffers. edgekit quantizes them with ai-edge-quantizer
-(:mod:`edgekit.converters.aiq_engine`) and measures the result against the very file the
+(:mod:`edgekit.converters.engines.aiq`) and measures the result against the very file the
 user started from, run by the device's interpreter.
 
 Models whose input is channel-first, ``(1, 3, H, W)`` as litert-torch writes them, are
@@ -23,14 +23,13 @@ import numpy as np
 
 from edgekit.contract.enums import Layout
 from edgekit.converters.data import DataSplit, Samples
-from edgekit.converters.source import PreprocessingHint, SourceModel
+from edgekit.converters.sources.base import PreprocessingHint, SourceModel
 from edgekit.converters.tflite_head import TFLiteReference, split_tflite_head
 from edgekit.runtimes.support_metadata import read_support_metadata
 from edgekit.errors import ConversionError, InputError, ModelError
 from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
 
-__all__ = ["FloatTFLiteSource", "load_float_tflite", "to_model_layout", "model_input_shape", "quantized_parts",
-           "exporter_hints"]
+__all__ = ["FloatTFLiteSource", "load_float_tflite", "quantized_parts", "exporter_hints"]
 
 _QUANTIZED_TYPES = ("int8", "uint8", "int16", "int4")
 
@@ -43,36 +42,33 @@ class FloatTFLiteSource(SourceModel):
     float_model: bytes = b""
     layout: Layout = Layout.NHWC
     model_shape: tuple[int, ...] = ()
-    # a head already split into two outputs ("boxes"/"scores" in output order), as the file's edgekit
-    # metadata states: with C == 4 classes both are [1, 4, N] and only these roles tell them apart
-    output_roles: tuple[str, ...] | None = None
+
+    @property
+    def model_input_shape(self) -> tuple[int, ...]:
+        return self.model_shape
+
+    @property
+    def float_tflite(self) -> bytes | None:
+        return self.float_model
+
+    def to_model_layout(self, data: DataSplit) -> DataSplit:
+        """An NCHW model gets its (N, H, W, C) images transposed."""
+        if self.layout is not Layout.NCHW:
+            return data
+        shape = self.model_shape
+
+        def nchw(samples: Samples | None) -> Samples | None:
+            if samples is None or samples.x.ndim != 4 or tuple(samples.x.shape[1:]) == tuple(shape[1:]):
+                return samples
+            return dataclasses.replace(samples, x=np.ascontiguousarray(samples.x.transpose(0, 3, 1, 2)))
+
+        return dataclasses.replace(data, calibration=nchw(data.calibration), validation=nchw(data.validation))
 
     def close(self) -> None:
         """Release the reference interpreter and remove the temporary folder. Safe to call twice."""
         if isinstance(self.reference, TFLiteReference):
             self.reference.close()
         super().close()
-
-
-def model_input_shape(src: SourceModel) -> tuple[int, ...]:
-    """The shape the model's input tensor takes (channel-first for an NCHW .tflite)."""
-    return src.model_shape if isinstance(src, FloatTFLiteSource) else src.input_shape
-
-
-def to_model_layout(data: DataSplit, src: SourceModel) -> DataSplit:
-    """The calibration/validation split with its samples in the model's own layout.
-
-    Images are prepared as (N, H, W, C) everywhere in edgekit; an NCHW model gets them transposed.
-    """
-    if not (isinstance(src, FloatTFLiteSource) and src.layout is Layout.NCHW):
-        return data
-
-    def nchw(samples: Samples | None) -> Samples | None:
-        if samples is None or samples.x.ndim != 4 or tuple(samples.x.shape[1:]) == tuple(src.model_shape[1:]):
-            return samples
-        return dataclasses.replace(samples, x=np.ascontiguousarray(samples.x.transpose(0, 3, 1, 2)))
-
-    return dataclasses.replace(data, calibration=nchw(data.calibration), validation=nchw(data.validation))
 
 
 def quantized_parts(model: TFLiteFile) -> str | None:

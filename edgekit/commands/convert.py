@@ -184,11 +184,14 @@ def run(args: argparse.Namespace) -> int:
 
         raise InputError("give the output file with -o OUT.tflite (or use --compare-modes)")
     _require_tensorflow()
-    if str(args.model).lower().endswith(".onnx"):
-        from edgekit.converters.onnx_source import require_onnx
+    from edgekit.converters.sources import ModelKind, model_kind
+
+    kind = model_kind(args.model)
+    if kind is ModelKind.ONNX:
+        from edgekit.converters.sources.onnx import require_onnx
 
         require_onnx()
-    if str(args.model).lower().endswith(".tflite") or args.keep_float or args.int16:
+    if kind is ModelKind.FLOAT_TFLITE or args.keep_float or args.int16:
         _require_quantizer()
     opts = build_options(args)
     if args.compare_modes:

@@ -1,7 +1,7 @@
 """`edgekit demo`: the whole product on the built-in inspection example, offline.
 
 generate data -> train a float detector (a fixed number of steps: the same model on any machine)
--> :func:`edgekit.converters.convert` to float32 and int8 (accuracy check and gate) -> float32
+-> :func:`edgekit.converters.engines.tflite_converter` to float32 and int8 (accuracy check and gate) -> float32
 against int8 latency -> :meth:`edgekit.Detector.stream` on a belt video played as a camera ->
 the inspection :class:`edgekit.inspect.Cell` (PASS/FAIL per frame into JSON-lines events) ->
 summary.md. Every step calls the library and writes its files from the typed results, so the

@@ -1,5 +1,5 @@
 """The steps of ``edgekit demo`` after training, each calling the library and returning typed results:
-:func:`edgekit.converters.convert`, the runtime's timing, :meth:`edgekit.Detector.stream` and the
+:func:`edgekit.converters.engines.tflite_converter`, the runtime's timing, :meth:`edgekit.Detector.stream` and the
 inspection :class:`edgekit.inspect.Cell`. Files are written from those results, never guessed."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 With the quantizer's own calibration (moving-average ranges), the split-head detector trained here
 lost 3.6 mAP@0.5 points as a float .tflite where the Keras source through TFLiteConverter lost 1.0
-(0.688 vs 0.714, float 0.724; issue 12's target is 1 point). See edgekit.converters.aiq_ranges.
+(0.688 vs 0.714, float 0.724; issue 12's target is 1 point). See edgekit.converters.engines.aiq_ranges.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _r(lo: float, hi: float) -> dict[str, np.ndarray]:
 
 
 def test_shared_ranges_follow_tfliteconverter() -> None:
-    from edgekit.converters.aiq_ranges import share_ranges
+    from edgekit.converters.engines.aiq_ranges import share_ranges
 
     ranges = {"x": _r(0, 1), "conv_a": _r(-3, 5), "rows_a": _r(-3, 5), "conv_b": _r(-7, 2), "rows_b": _r(-7, 2),
               "joined": _r(-7, 5), "prob": _r(0, 1), "scaled": _r(0, 0.9), "decoded": _r(-0.05, 1.1)}
@@ -64,8 +64,8 @@ def test_calibrated_ranges_cover_every_sample(float_tflite: Path, yolo_detector)
     """The input's range is the min and max over all samples (a moving average had 0.87 of 0..1)."""
     import cv2
 
-    from edgekit.converters.aiq_engine import _signature
-    from edgekit.converters.aiq_ranges import min_max_calibrate
+    from edgekit.converters.engines.aiq import _signature
+    from edgekit.converters.engines.aiq_ranges import min_max_calibrate
     from edgekit.runtimes.tflite_file import parse_tflite
     from ai_edge_quantizer import quantizer, recipe
 

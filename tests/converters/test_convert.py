@@ -22,7 +22,7 @@ from edgekit.converters import AccuracyGateError, ConvertOptions, Mode, Preproce
 from edgekit.converters.data import load_data
 from edgekit.converters.options import ColorOrder, ResizeMode
 from edgekit.converters.preprocessing import resolve_preprocessing
-from edgekit.converters.load import load_source
+from edgekit.converters.sources import load_source
 from edgekit.errors import InputError
 from edgekit.runtimes import inspect_model
 from tests import _tiny_models as tiny
@@ -407,7 +407,7 @@ def test_missing_tensorflow_names_the_extra(monkeypatch: pytest.MonkeyPatch, cap
 
 
 def test_converter_failure_becomes_one_clear_error() -> None:
-    from edgekit.converters.convert import _conversion_error
+    from edgekit.converters.engines.tflite_converter import _conversion_error
 
     exc = RuntimeError("<unknown>:0: error: loc(fused['RFFT2D']): 'tfl.rfft2d' op is neither a custom op nor a "
                        "flex op\n<unknown>:0: note: see current operation: %0 = tfl.rfft2d\n")

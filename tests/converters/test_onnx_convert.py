@@ -58,7 +58,7 @@ def test_onnx_int8_without_the_split_collapses_and_the_gate_exits_3(yolo_detecto
 
 
 def test_onnx_reference_is_onnxruntime_on_the_same_inputs(yolo_detector) -> None:
-    from edgekit.converters.onnx_source import load_onnx
+    from edgekit.converters.sources.onnx import load_onnx
 
     with load_onnx(yolo_detector.onnx_path, split_head=False) as src:
         x = np.random.default_rng(0).random((1, 128, 128, 3), dtype=np.float32)

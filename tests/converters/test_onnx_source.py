@@ -204,7 +204,7 @@ def test_a_missing_onnx_extra_is_one_sentence_naming_the_pip_command(tmp_path, c
     ("Mul", 2.0, None), ("Add", 1.0, None),
 ], ids=["div-255", "mul-1/255", "sub-mean", "mul-2", "add"])
 def test_normalization_read_from_the_graph(op, value, expect) -> None:
-    from edgekit.converters.onnx_source import graph_normalization
+    from edgekit.converters.sources.onnx import graph_normalization
 
     nodes = [helper.make_node("Transpose", ["images"], ["t"], perm=[0, 2, 3, 1]),
              helper.make_node(op, ["t", "c"], ["y"], name="norm")]

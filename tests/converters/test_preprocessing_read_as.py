@@ -10,7 +10,7 @@ import pytest
 from edgekit.contract import BoxMapping, Interpolation, OutputFormat
 from edgekit.converters.options import PreprocessingOverrides
 from edgekit.converters.preprocessing import resolve_preprocessing
-from edgekit.converters.source import PreprocessingHint
+from edgekit.converters.sources.base import PreprocessingHint
 
 ULTRALYTICS = PreprocessingHint((0.0,), (255.0,), "letterbox", "Ultralytics export metadata", "linear", "ultralytics")
 PLAIN = PreprocessingHint((127.5,), (127.5,), "stretch", "the model's TFLite metadata")
