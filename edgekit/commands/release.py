@@ -66,11 +66,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"channel {channel.name!r} serial {channel.serial}: version {channel.version} {state}; "
           f"signed by key {key.public.id}")
     if args.mqtt:
-        from edgekit.fleet.settings import parse_broker
+        from edgekit.fleet.settings import channel_topic, parse_broker
         from edgekit.fleet.status import publish_notification
 
         host, port = parse_broker(args.mqtt)
-        topic = args.topic or f"edgekit/channel/{channel.name}"
+        topic = args.topic or channel_topic(channel.name)
         publish_notification(host, port, topic, {"channel": channel.name, "serial": channel.serial,
                                                  "version": channel.version, "rollout": channel.rollout,
                                                  "halted": channel.halted})
