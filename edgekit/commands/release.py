@@ -29,6 +29,8 @@ def register(subparsers: Any) -> None:
                                                          "(new release: 100%%; else unchanged)")
     p.add_argument("--golden", metavar="FILE.npz", help="golden inputs (arrays of an .npz); their outputs are "
                                                         "computed here and every device must reproduce them")
+    p.add_argument("--report", metavar="DIR", help="the conversion's --report-dir, whose report.json's summary the "
+                                                   "manifest keeps (default: the model's folder)")
     p.add_argument("--halt", action="store_true", help="withdraw the version: devices running it roll back")
     p.add_argument("--channel", metavar="NAME", help="the channel's name (default: the folder's name)")
     p.add_argument("--mqtt", metavar="HOST:PORT", help="publish a retained notification (with the channel's serial) "
@@ -48,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         if args.halt:
             raise InputError("--halt withdraws the version the channel rolls out; give it without MODEL")
         result = write_release(args.model, args.version, args.to, key, rollout=1.0 if rollout is None else rollout,
-                               golden=args.golden, channel_name=args.channel)
+                               golden=args.golden, channel_name=args.channel,
+                               report_dir=args.report)
         channel = result.channel
         what = "wrote" if result.created else "exists with this model; channel updated for"
         print(f"{what} {result.folder}/versions/{args.version} ({result.manifest.total_size} bytes, "

@@ -146,7 +146,7 @@ def setting(kind: Any, default: Any = dataclasses.MISSING, check: Constraint | N
             factory: Callable[[], Any] | None = None, **how: Any) -> Any:
     """A dataclass field read from the file as :class:`Setting` ``(kind, check, **how)`` says;
     ``default`` (or ``factory``) is both Python's default and the file's."""
-    meta = {_META: Setting(kind, check, **how)}
+    meta = {_META: Setting(kind, check, **how)}  # the default lives on the field
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -166,6 +166,9 @@ class Section:
         if target is not None:
             for f in dataclasses.fields(target):
                 s = (settings or {}).get(f.name) or f.metadata.get(_META)
+                if s is not None and s.default is not REQUIRED:
+                    raise TypeError(f"{target.__name__}.{f.name}: the default is the dataclass field's, not the "
+                                    "setting's (one default per key)")
                 if s is not None:
                     found[f.name] = dataclasses.replace(s, default=_default_of(f))
         for name, s in (settings or {}).items():

@@ -39,12 +39,11 @@ def parse_sinks(t: Table, device: str, state_dir: str) -> SinksConfig:
     return SinksConfig(**out)
 
 
-_STR_OR_NONE = Setting(str, default=None)
 _JSONL = Section(RotatingConfig, {
     "directory": Setting(str, path=True), "prefix": Setting(str), "max_bytes": Setting(int, POS_INT),
     "keep": Setting(int, POS_INT), "fsync_every": Setting(int, NONNEG_INT)})
 _MQTT = Section(MqttConfig, {
-    "host": Setting(str), "port": Setting(int, PORT), "username": _STR_OR_NONE, "password": _STR_OR_NONE,
+    "host": Setting(str), "port": Setting(int, PORT), "username": Setting(str), "password": Setting(str),
     "password_env": Setting(str, doc="the name of an environment variable", default=None), "tls": Setting(bool),
     "ca_certs": Setting(str, path=True), "certfile": Setting(str, path=True), "keyfile": Setting(str, path=True),
     "tls_insecure": Setting(bool), "topic_prefix": Setting(str), "client_id": Setting(str),

@@ -183,10 +183,6 @@ class Table:
             raise self.error(key, f"expected {expect or kind.__name__}, got {_describe(value)}")
         return float(value) if kind is float else value
 
-    def path_value(self, key: str, default: Any = None) -> str | None:
-        value = self.get(key, str, default, expect="a path")
-        return None if value is None else str(self.ctx.base / Path(value).expanduser())
-
     def table(self, key: str) -> Table | None:
         value = self.get(key, dict, None, expect="a table")
         return None if value is None else Table(value, self.path + (key,), self.ctx)
