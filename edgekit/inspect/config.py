@@ -21,7 +21,8 @@ from edgekit.errors import ConfigError, InputError
 from edgekit.inspect.rules import Anchor, Rule, Zone
 from edgekit.inspect.sinkconfig import SinksConfig, parse_sinks
 from edgekit.inspect.plugins import ChannelSettings, section_parser
-from edgekit.inspect.schema import FRACTION, NONNEG_INT, PORT, POS_INT, POS_NUM, Constraint, Section, Setting, setting
+from edgekit.inspect.schema import (FRACTION, NONNEG_INT, PORT, POS_INT, POS_NUM, Constraint, Section, Setting, one_of,
+                                   setting)
 from edgekit.inspect.tomlpos import Context, KeyLines, Table
 from edgekit.inspect.triggers import PublishMode, TriggerMode
 from edgekit.sinks.mqtt import check_topic_part
@@ -37,7 +38,8 @@ __all__ = ["InspectionConfig", "SourceConfig", "ModelConfig", "TriggerConfig", "
            "SinksConfig", "load_config", "parse_config"]
 
 def _is_camera(v: Any) -> bool:
-    return (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (isinstance(v, str) and v.startswith("/dev/video"))
+    return (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
+        isinstance(v, str) and v.startswith("/dev/video"))
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,8 @@ _TOP = Section(None, {"device": Setting(str, doc="a device id", default=None),
 _SOURCE, _TRIGGER, _METRICS = Section(SourceConfig), Section(TriggerConfig), Section(MetricsConfig)
 _MODEL = Section(ModelConfig, extra_keys=FLEET_MODEL_KEYS)
 _ZONE = Section(None, {"name": Setting(str, doc="a zone name"),
-                       "polygon": Setting(list, Constraint(lambda v: _is_polygon(v), "an array of at least 3 [x, y] pixel points")),
+                       "polygon": Setting(list, Constraint(lambda v: _is_polygon(v),
+                                                           "an array of at least 3 [x, y] pixel points")),
                        "anchor": Setting(Anchor, default=Anchor.CENTER)})
 _RULE = Section(None, {"label": Setting(str, doc="the label to count, e.g. 'screw'"),
                        "zone": Setting(str, default=None), "count": Setting(int, NONNEG_INT, default=None),
@@ -300,8 +303,7 @@ def _is_polygon(v: list[Any]) -> bool:
 
 
 def _rule(t: Table, zones: set[str]) -> Rule:
-    known = Constraint(lambda v: v in zones, f"a zone defined in [[zones]] ({', '.join(sorted(zones)) or 'none defined'})")
-    v = _RULE.read_values(t, checks={"zone": known})
+    v = _RULE.read_values(t, checks={"zone": one_of(zones, "a zone defined in [[zones]]")})
     count, lo, hi = v["count"], v["min"], v["max"]
     if count is not None and (lo is not None or hi is not None):
         raise t.error("count", "count means exactly that many; give count, or min and/or max, not both")

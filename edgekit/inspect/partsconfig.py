@@ -40,8 +40,8 @@ from edgekit.errors import ConfigError
 from edgekit.inspect.parts import Evidence, PartsOptions, belt_tracker
 from edgekit.inspect.plc import MAX_ADDRESS, ModbusTarget, Register, belt_delay
 from edgekit.inspect.rules import Zone
-from edgekit.inspect.schema import (FRACTION, NONNEG_INT, NONNEG_NUM, PORT, POS_INT, POS_NUM, Constraint, Section, Setting,
-                                   between, setting)
+from edgekit.inspect.schema import (FRACTION, NONNEG_INT, NONNEG_NUM, PORT, POS_INT, POS_NUM, Constraint, Section,
+                                   Setting, between, one_of, setting)
 from edgekit.inspect.tomlpos import Table
 from edgekit.track import LINE_ANCHORS, Anchor, CountingLine, Direction, ZoneCrossing, ZoneEvent
 
@@ -126,7 +126,8 @@ _MODBUS = Section(ModbusTarget, {
     "unit": Setting(int, between(0, 247, "a Modbus unit id 0..247")),
     "value": Setting(int, between(0, 65535, "a register value 0..65535")), "pulse": Setting(float, NONNEG_NUM),
     "timeout": Setting(float, POS_NUM)})
-_ADDRESS = Setting(int, between(0, MAX_ADDRESS, f"a Modbus address 0..{MAX_ADDRESS} (a coil or register number, from 0)"))
+_ADDRESS = Setting(int, between(0, MAX_ADDRESS,
+                               f"a Modbus address 0..{MAX_ADDRESS} (a coil or register number, from 0)"))
 _PLC = Section(PlcConfig, {"distance": Setting(float, NONNEG_NUM, default=None),
                            "belt_speed": Setting(float, POS_NUM, default=None)},
                extra_keys=(*_MODBUS.keys, "coil", "register"))
@@ -187,8 +188,7 @@ def _is_point(v: object) -> bool:
 
 def _line(t: Table, zones: tuple[Zone, ...]) -> CountingLine | ZoneCrossing:
     names = {z.name: z for z in zones}
-    known = Constraint(lambda v: v in names, f"a zone defined in [[zones]] ({', '.join(sorted(names)) or 'none defined'})")
-    v = _LINE.read_values(t, checks={"zone": known})
+    v = _LINE.read_values(t, checks={"zone": one_of(set(names), "a zone defined in [[zones]]")})
     if v["zone"] is not None:
         if v["start"] is not None or v["end"] is not None:
             raise t.error("zone", "give a zone, or start and end, not both")

@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 from edgekit.errors import ConfigError
 from edgekit.inspect.tomlpos import Table
 
-__all__ = ["REQUIRED", "Constraint", "Setting", "Section", "setting", "between", "check_values",
+__all__ = ["REQUIRED", "Constraint", "Setting", "Section", "setting", "between", "one_of", "check_values",
            "POS_INT", "NONNEG_INT", "POS_NUM", "NONNEG_NUM", "FRACTION", "PORT"]
 
 _META = "edgekit.schema"
@@ -61,6 +61,11 @@ class Constraint(NamedTuple):
 def between(lo: float, hi: float, expect: str) -> Constraint:
     """``lo <= value <= hi``."""
     return Constraint(lambda v: lo <= v <= hi, expect)
+
+
+def one_of(names: set[str], expect: str) -> Constraint:
+    """A name the file defines elsewhere (a zone of [[zones]]); the error lists them."""
+    return Constraint(lambda v: v in names, f"{expect} ({', '.join(sorted(names)) or 'none defined'})")
 
 
 POS_INT = Constraint(lambda v: v > 0, "an integer > 0")
@@ -181,7 +186,8 @@ class Section:
         """The file's keys of this section."""
         return tuple(s.key or name for name, s in self.settings.items()) + self.extra_keys
 
-    def read_values(self, t: Table, *, allow: tuple[str, ...] | None = (), checks: Mapping[str, Constraint] | None = None,
+    def read_values(self, t: Table, *, allow: tuple[str, ...] | None = (),
+                    checks: Mapping[str, Constraint] | None = None,
                     defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Every setting's value (the default for an absent key), by field name.
 
@@ -241,5 +247,7 @@ def check_values(obj: Any, what: str, skip: tuple[str, ...] = ()) -> None:
         s = f.metadata.get(_META)
         value = getattr(obj, f.name)
         # a converted setting's check is of the file's spelling ("06:00"), not of the field's value
-        if f.name not in skip and s is not None and s.check is not None and s.convert is None and value is not None and not s.check.test(value):
+        if f.name in skip or s is None or s.check is None or s.convert is not None or value is None:
+            continue
+        if not s.check.test(value):
             raise ConfigError(f"{what} {f.name}: expected {s.check.expect}, got {value!r}")

@@ -20,7 +20,7 @@ import ipaddress
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from edgekit.errors import ConfigError
 from edgekit.inspect.schema import POS_INT, Constraint, Section, Setting, between, check_values, setting
@@ -124,7 +124,8 @@ def _minutes(text: str) -> int:
     return int(m.group(1)) * 60 + int(m.group(2))
 
 
-_TOKEN_ENV = Constraint(lambda v: bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v)), "the name of an environment variable")
+_TOKEN_ENV = Constraint(lambda v: bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v)),
+                        "the name of an environment variable")
 _SECTION = Section(DashboardConfig, {"token_env": Setting(str, _TOKEN_ENV, default=None)})
 
 
