@@ -33,7 +33,7 @@ from typing import Any
 
 from edgekit.errors import ConfigError
 from edgekit.fleet.health import HealthThresholds
-from edgekit.inspect.schema import FRACTION, NONNEG_INT, POS_INT, POS_NUM, Section, Setting
+from edgekit.inspect.schema import FRACTION, NONNEG_INT, POS_INT, POS_NUM, Constraint, Section, Setting
 
 __all__ = ["Trust", "FleetSettings", "channel_topic", "parse_fleet", "parse_broker"]
 
@@ -75,8 +75,7 @@ class FleetSettings:
             from edgekit.fleet.keys import parse_public_key
 
             parse_public_key(self.public_key)
-        if self.keep_versions < 2:
-            raise ConfigError("keep_versions must be >= 2 (the serving version and the one to roll back to)")
+        _FLEET.check(self, "fleet")
 
     @property
     def channel_name(self) -> str:
@@ -124,7 +123,8 @@ _FLEET = Section(FleetSettings, {
     "notify_spread": Setting(float, POS_NUM), "broker": Setting(str, convert=parse_broker),
     "topic_prefix": Setting(str), "notify_topic": Setting(str),
     "max_download_bytes": Setting(float, POS_NUM, key="max_download_mb", convert=lambda mb: int(mb * (1 << 20))),
-    "keep_versions": Setting(int, POS_INT), "timeout": Setting(float, POS_NUM)}, extra_keys=_HEALTH.keys)
+    "keep_versions": Setting(int, Constraint(lambda v: v >= 2, "an integer >= 2 (the serving version and the one to "
+                                                               "roll back to)")), "timeout": Setting(float, POS_NUM)}, extra_keys=_HEALTH.keys)
 
 
 def parse_fleet(model: Any, fleet: Any, default_broker: tuple[str, int] | None) -> FleetSettings | None:

@@ -215,6 +215,16 @@ class Section:
                 out[name] = s.default
         return out
 
+    def check(self, obj: Any, what: str, skip: tuple[str, ...] = ()) -> None:
+        """Check ``obj``, made in Python, against this section's ranges (see :func:`check_values`)."""
+        for name, s in self.settings.items():
+            value = getattr(obj, name, None)
+            # a converted setting's check is of the file's spelling ("06:00"), not of the field's value
+            if name in skip or s.check is None or s.convert is not None or value is None:
+                continue
+            if not s.check.test(value):
+                raise ConfigError(f"{what} {name}: expected {s.check.expect}, got {value!r}")
+
     def read(self, t: Table, given: Mapping[str, Any] | None = None, **how: Any) -> Any:
         """The section's dataclass from the table; ``given`` fields are not the file's (computed).
 
@@ -237,17 +247,10 @@ def _default_of(f: dataclasses.Field[Any]) -> Any:
 
 
 def check_values(obj: Any, what: str, skip: tuple[str, ...] = ()) -> None:
-    """Constraint a dataclass made in Python (not read from a file) against its settings' ranges
-    (``skip``: fields whose Python range is wider than the file's, checked by the caller).
+    """Check a dataclass made in Python (not read from a file) against the ranges of its fields'
+    settings (``skip``: fields whose Python range is wider than the file's, checked by the caller).
 
     Raises:
         ConfigError: "<what> max_fps: expected frames per second in (0, 60], got 100".
     """
-    for f in dataclasses.fields(obj):
-        s = f.metadata.get(_META)
-        value = getattr(obj, f.name)
-        # a converted setting's check is of the file's spelling ("06:00"), not of the field's value
-        if f.name in skip or s is None or s.check is None or s.convert is not None or value is None:
-            continue
-        if not s.check.test(value):
-            raise ConfigError(f"{what} {f.name}: expected {s.check.expect}, got {value!r}")
+    Section(type(obj)).check(obj, what, skip)

@@ -104,10 +104,22 @@ def test_an_absent_table_and_an_empty_one_give_python_s_defaults() -> None:
     assert bare.source == SourceConfig(path="/cfg/images")
 
 
-def test_a_python_made_dashboard_is_held_to_the_file_s_ranges() -> None:
+def test_python_made_settings_are_held_to_the_file_s_ranges() -> None:
+    from edgekit.fleet.settings import FleetSettings, Trust
+
     with pytest.raises(ConfigError, match=r"dashboard max_fps: expected frames per second in \(0, 60\], got 100"):
         DashboardConfig(port=0, max_fps=100)
     assert DashboardConfig(port=0).port == 0  # Python may ask for any free port; the file names a real one
+    with pytest.raises(ConfigError, match=r"fleet keep_versions: expected an integer >= 2 \(the serving version"):
+        FleetSettings(channel="file:///srv/rel/line1/channel.json", trust=Trust.UNSIGNED_LOCAL, keep_versions=1)
+
+
+def test_the_fleet_wing_s_keys_are_placed_like_the_rest(tmp_path: Path) -> None:
+    text = BASE + f'channel = "file://{tmp_path}/rel/channel.json"\ntrust = "unsigned-local"\n[fleet]\njitter = 0.1\n' \
+        "keep_versions = 1\n"
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, name="cell.toml", base=tmp_path)
+    assert str(err.value).startswith("cell.toml:10: fleet.keep_versions: expected an integer >= 2"), err.value
 
 
 def test_the_fleet_wing_reads_the_model_keys_the_config_leaves_to_it() -> None:
