@@ -17,22 +17,24 @@ unknown key is refused with a did-you-mean. A wing whose dataclass lives below `
 defaults stay the dataclass's. The one reader is :meth:`Section.read`; the one scanner of key
 positions is :mod:`edgekit.inspect.tomlpos`.
 
-Why not a library. We weighed the three that turn a TOML tree into typed objects:
+Why not a library. We weighed the three that turn a TOML tree into typed objects (the line numbers
+are the test: tomllib returns plain dicts, so no library can know them):
 
-* pydantic (v2): the richest validation, but its errors carry the key path and no line (tomllib
-  returns plain dicts), so the line numbers users get today would need this same position scanner
-  beside it; its messages ("Input should be greater than 0") replace ours, which say what to write;
-  and pydantic-core is a 2 MB compiled wheel (on a Pi's armhf, piwheels builds lag releases, and a
-  source build needs Rust). Frigate's config tree is the model we follow in shape, not in weight.
-* msgspec: fast and small (a 200 kB C extension), ``msgspec.toml.decode(..., type=Config)`` with
-  ``Meta(gt=0)`` ranges; errors name the path (``$.rules[1].count``) without a line, and
-  ``forbid_unknown_fields`` says "unknown field" without a suggestion.
-* cattrs: structures attrs/dataclasses from dicts, pure Python; no ranges (validators come from
-  attrs, a second dependency), and its ClassValidationError groups need flattening into one sentence.
+* pydantic (v2): the richest validation (``Field(gt=0)``, ``extra="forbid"``), and Frigate's single
+  config tree is the shape we follow. Its errors carry the key path (``rules.1.count``) and no line,
+  so this position scanner would still be needed beside it to translate every error; its messages
+  ("Input should be greater than 0") would replace ours, which say what to write; and it needs
+  pydantic-core, a compiled Rust extension of several MB that a Pi without a matching wheel builds
+  from source with a Rust toolchain.
+* msgspec: small and fast (a C extension), ``msgspec.toml.decode(text, type=Config)`` with
+  ``Meta(gt=0)`` ranges and ``forbid_unknown_fields``; errors are one line with a JSON path and no
+  line ("Expected `int`, got `str` - at `$.rules[1].count`"), unknown keys come without a suggestion.
+* cattrs: structures attrs classes and dataclasses from dicts, pure Python; it has no ranges
+  (validators come from attrs, a second dependency) and reports a ClassValidationError group that
+  would need flattening into one sentence.
 
-None keeps the file's line numbers, which the tests and the Pi guide's messages rely on, and each
-adds a dependency to a device that installs numpy, OpenCV and an interpreter; the reader here is
-about 100 lines over the scanner that was already needed.
+Each would add a dependency to a device that installs numpy, OpenCV and an interpreter and still
+need this scanner for the line numbers users get today; the reader here is about 100 lines over it.
 """
 
 from __future__ import annotations
