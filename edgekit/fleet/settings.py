@@ -110,10 +110,9 @@ def parse_broker(text: str) -> tuple[str, int]:
 
 # The wing's sections of the inspection file: its [model] keys, [fleet], and [fleet]'s health_* keys
 # (the defaults are FleetSettings' and HealthThresholds').
-_MODEL_KEYS = Section(None, {
-    "channel": Setting(str, doc="an https:// or file:// URL of a channel.json"),
-    "public_key": Setting(str, default=None),
-    "trust": Setting(Trust, doc="\"unsigned-local\" (or leave it out: signed)", default=Trust.SIGNED)})
+_MODEL_KEYS = Section(FleetSettings, {
+    "channel": Setting(str, doc="an https:// or file:// URL of a channel.json"), "public_key": Setting(str),
+    "trust": Setting(Trust, doc="\"unsigned-local\" (or leave it out: signed)")})
 _HEALTH = Section(HealthThresholds, {
     "window": Setting(int, POS_INT, key="health_window"), "baseline": Setting(int, POS_INT, key="health_baseline"),
     "max_fail_rate_increase": Setting(float, FRACTION), "max_score_shift": Setting(float, FRACTION),
@@ -123,8 +122,9 @@ _FLEET = Section(FleetSettings, {
     "notify_spread": Setting(float, POS_NUM), "broker": Setting(str, convert=parse_broker),
     "topic_prefix": Setting(str), "notify_topic": Setting(str),
     "max_download_bytes": Setting(float, POS_NUM, key="max_download_mb", convert=lambda mb: int(mb * (1 << 20))),
-    "keep_versions": Setting(int, Constraint(lambda v: v >= 2, "an integer >= 2 (the serving version and the one to "
-                                                               "roll back to)")), "timeout": Setting(float, POS_NUM)}, extra_keys=_HEALTH.keys)
+    "keep_versions": Setting(int, Constraint(lambda v: v >= 2, "an integer >= 2 (the serving version and the one "
+                                                               "to roll back to)")),
+    "timeout": Setting(float, POS_NUM)}, extra_keys=_HEALTH.keys)
 
 
 def parse_fleet(model: Any, fleet: Any, default_broker: tuple[str, int] | None) -> FleetSettings | None:

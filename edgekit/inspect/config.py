@@ -22,7 +22,7 @@ from edgekit.inspect.rules import Anchor, Rule, Zone
 from edgekit.inspect.sinkconfig import SinksConfig, parse_sinks
 from edgekit.inspect.plugins import ChannelSettings, section_parser
 from edgekit.inspect.schema import (FRACTION, NONNEG_INT, PORT, POS_INT, POS_NUM, Constraint, Section, Setting, one_of,
-                                   setting)
+                                   setting, written)
 from edgekit.inspect.tomlpos import Context, KeyLines, Table
 from edgekit.inspect.triggers import PublishMode, TriggerMode
 from edgekit.sinks.mqtt import check_topic_part
@@ -107,7 +107,7 @@ _MODEL = Section(ModelConfig, extra_keys=FLEET_MODEL_KEYS)
 _ZONE = Section(None, {"name": Setting(str, doc="a zone name"),
                        "polygon": Setting(list, Constraint(lambda v: _is_polygon(v),
                                                            "an array of at least 3 [x, y] pixel points")),
-                       "anchor": Setting(Anchor, default=Anchor.CENTER)})
+                       "anchor": Setting(Anchor, default=None)})  # Zone's default
 _RULE = Section(None, {"label": Setting(str, doc="the label to count, e.g. 'screw'"),
                        "zone": Setting(str, default=None), "count": Setting(int, NONNEG_INT, default=None),
                        "min": Setting(int, NONNEG_INT, default=None), "max": Setting(int, NONNEG_INT, default=None),
@@ -292,7 +292,7 @@ def _model(t: Table) -> ModelConfig:
 def _zone(t: Table) -> Zone:
     v = _ZONE.read_values(t)
     try:
-        return Zone(v["name"], v["polygon"], v["anchor"], where=t.where())
+        return Zone(v["name"], v["polygon"], **written({"anchor": v["anchor"]}), where=t.where())
     except ConfigError as exc:
         raise t.error("polygon", str(exc)) from None
 

@@ -41,7 +41,7 @@ from edgekit.inspect.parts import Evidence, PartsOptions, belt_tracker
 from edgekit.inspect.plc import MAX_ADDRESS, ModbusTarget, Register, belt_delay
 from edgekit.inspect.rules import Zone
 from edgekit.inspect.schema import (FRACTION, NONNEG_INT, NONNEG_NUM, PORT, POS_INT, POS_NUM, Constraint, Section,
-                                   Setting, between, one_of, setting)
+                                   Setting, between, one_of, setting, written)
 from edgekit.inspect.tomlpos import Table
 from edgekit.track import LINE_ANCHORS, Anchor, CountingLine, Direction, ZoneCrossing, ZoneEvent
 
@@ -133,10 +133,6 @@ _PLC = Section(PlcConfig, {"distance": Setting(float, NONNEG_NUM, default=None),
                extra_keys=(*_MODBUS.keys, "coil", "register"))
 
 
-def _given(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
-
-
 def parse_parts(top: Table, zones: tuple[Zone, ...], frame: tuple[int, int] | None) -> PartsConfig | None:
     """The per-part settings of a config's top table (None without a ``[parts]`` table).
 
@@ -173,7 +169,7 @@ def _options(t: Table) -> PartsOptions:
     v = _OPTIONS.read_values(t)
     if not v["parts"]:
         raise t.error("classes", "name at least one class that is a part, e.g. classes = [\"part\"]")
-    v["tracker"] = belt_tracker(v["part_threshold"], **_given({"lost_buffer": v.pop("lost_buffer"),
+    v["tracker"] = belt_tracker(v["part_threshold"], **written({"lost_buffer": v.pop("lost_buffer"),
                                                                 "min_frames": v.pop("min_track_frames")}))
     try:
         return PartsOptions(**v, where=t.where())
@@ -192,12 +188,12 @@ def _line(t: Table, zones: tuple[Zone, ...]) -> CountingLine | ZoneCrossing:
     if v["zone"] is not None:
         if v["start"] is not None or v["end"] is not None:
             raise t.error("zone", "give a zone, or start and end, not both")
-        return ZoneCrossing(names[v["zone"]], **_given({"event": v["event"]}), name=v["zone"])
+        return ZoneCrossing(names[v["zone"]], **written({"event": v["event"]}), name=v["zone"])
     for key in ("start", "end"):
         if v[key] is None:
             raise t.error(key, f"missing; expected {_POINT.expect}")
     try:
-        line = CountingLine(v["start"], v["end"], **_given({k: v[k] for k in ("direction", "anchor", "name")}))
+        line = CountingLine(v["start"], v["end"], **written({k: v[k] for k in ("direction", "anchor", "name")}))
     except ConfigError as exc:
         raise t.error("direction" if "runs along" in str(exc) else "start", str(exc)) from None
     line.where = t.where()  # named in the error when a frame turns out smaller than the line

@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 from edgekit.errors import ConfigError
 from edgekit.inspect.tomlpos import Table
 
-__all__ = ["REQUIRED", "Constraint", "Setting", "Section", "setting", "between", "one_of", "check_values",
+__all__ = ["REQUIRED", "Constraint", "Setting", "Section", "setting", "between", "one_of", "written", "check_values",
            "POS_INT", "NONNEG_INT", "POS_NUM", "NONNEG_NUM", "FRACTION", "PORT"]
 
 _META = "edgekit.schema"
@@ -63,6 +63,12 @@ class Constraint(NamedTuple):
 def between(lo: float, hi: float, expect: str) -> Constraint:
     """``lo <= value <= hi``."""
     return Constraint(lambda v: lo <= v <= hi, expect)
+
+
+def written(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The values the file wrote: settings declared with ``default=None`` for a class that keeps its
+    own defaults (``CountingLine(direction=...)``) leave them to it."""
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def one_of(names: set[str], expect: str) -> Constraint:
