@@ -10,6 +10,7 @@ from edgekit.converters.debug import plot_fallback, plot_layer_errors
 from edgekit.converters.metadata_writer import write_bytes_atomic
 
 from edgekit.converters.result import result_to_dict
+from edgekit.outputs import report_json
 
 if TYPE_CHECKING:
     from edgekit.converters.result import ConversionResult
@@ -123,7 +124,7 @@ def write_report(r: ConversionResult, report_dir: Path) -> tuple[Path, ...]:
         paths.append(plot_layer_errors(r.layer_errors, report_dir / "layer_errors.png", kept=sorted(kept)))
     if r.fallback is not None and r.fallback.attempts and r.gate.max_drop is not None:
         paths.append(plot_fallback(r.fallback.attempts, r.gate.max_drop, report_dir / "fallback.png"))
-    json_path, md_path = report_dir / "report.json", report_dir / "report.md"
+    json_path, md_path = report_json(report_dir), report_dir / "report.md"
     doc = result_to_dict(r)
     doc["report_paths"] = [str(p) for p in (json_path, md_path, *paths)]
     write_bytes_atomic(json_path, (json.dumps(doc, indent=2) + "\n").encode())

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from edgekit.errors import InputError
 
-__all__ = ["output_file", "output_folder", "output_file_arg", "output_folder_arg"]
+__all__ = ["output_file", "output_folder", "output_file_arg", "output_folder_arg", "report_json"]
+
+
+def report_json(report_dir: str | os.PathLike[str]) -> Path:
+    """Where the conversion report's document lies in its ``--report-dir``: the converter writes it
+    there and ``edgekit release`` reads its summary from there (one place, not a guess on each side)."""
+    return Path(report_dir) / "report.json"
 
 
 def _probe(folder: Path, what: str, target: Path) -> None:

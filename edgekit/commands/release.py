@@ -29,6 +29,8 @@ def register(subparsers: Any) -> None:
                                                          "(new release: 100%%; else unchanged)")
     p.add_argument("--golden", metavar="FILE.npz", help="golden inputs (arrays of an .npz); their outputs are "
                                                         "computed here and every device must reproduce them")
+    p.add_argument("--report", metavar="DIR", help="the conversion's --report-dir, whose report.json's summary the "
+                                                   "manifest keeps (default: the model's folder)")
     p.add_argument("--halt", action="store_true", help="withdraw the version: devices running it roll back")
     p.add_argument("--channel", metavar="NAME", help="the channel's name (default: the folder's name)")
     p.add_argument("--mqtt", metavar="HOST:PORT", help="publish a retained notification (with the channel's serial) "
@@ -48,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         if args.halt:
             raise InputError("--halt withdraws the version the channel rolls out; give it without MODEL")
         result = write_release(args.model, args.version, args.to, key, rollout=1.0 if rollout is None else rollout,
-                               golden=args.golden, channel_name=args.channel)
+                               golden=args.golden, channel_name=args.channel,
+                               report_dir=args.report)
         channel = result.channel
         what = "wrote" if result.created else "exists with this model; channel updated for"
         print(f"{what} {result.folder}/versions/{args.version} ({result.manifest.total_size} bytes, "
@@ -66,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"channel {channel.name!r} serial {channel.serial}: version {channel.version} {state}; "
           f"signed by key {key.public.id}")
     if args.mqtt:
-        from edgekit.fleet.settings import parse_broker
+        from edgekit.fleet.settings import channel_topic, parse_broker
         from edgekit.fleet.status import publish_notification
 
         host, port = parse_broker(args.mqtt)
-        topic = args.topic or f"edgekit/channel/{channel.name}"
+        topic = args.topic or channel_topic(channel.name)
         publish_notification(host, port, topic, {"channel": channel.name, "serial": channel.serial,
                                                  "version": channel.version, "rollout": channel.rollout,
                                                  "halted": channel.halted})

@@ -29,12 +29,13 @@ from edgekit.errors import ConfigError, InputError
 from edgekit.fleet.keys import SigningKey
 from edgekit.fleet.manifest import (Channel, FileEntry, ManifestError, ReleaseEntry, ReleaseManifest, canonical_json,
                                     safe_path)
+from edgekit.outputs import report_json
 from edgekit.sinks.durable import atomic_write
 
 __all__ = ["ReleaseResult", "write_release", "set_rollout", "read_channel_file", "parse_fraction",
            "REPORT_KEYS"]
 
-# What the manifest keeps of a conversion report found beside the model (report.json).
+# What the manifest keeps of the conversion report (report.json in the convert's --report-dir).
 REPORT_KEYS = ("mode", "engine", "task", "output_format", "size_bytes", "float_size_bytes", "size_ratio", "gate",
                "metrics", "source_sha256", "edgekit_version")
 
@@ -79,15 +80,15 @@ def read_channel_file(folder: Path) -> Channel | None:
         raise ConfigError(f"{path}: {exc}; fix or remove it") from None
 
 
-def _report_summary(model: Path) -> dict[str, Any] | None:
-    for candidate in (model.with_suffix(".report.json"), model.parent / "report.json"):
-        if candidate.is_file():
-            try:
-                doc = json.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
-            return {k: doc[k] for k in REPORT_KEYS if isinstance(doc, dict) and k in doc} or None
-    return None
+def _report_summary(report_dir: Path) -> dict[str, Any] | None:
+    path = report_json(report_dir)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return {k: doc[k] for k in REPORT_KEYS if isinstance(doc, dict) and k in doc} or None
 
 
 def _golden_files(model: Path, golden: Path, stage: Path) -> list[tuple[str, bytes]]:
@@ -139,8 +140,11 @@ def _write_channel(folder: Path, channel: Channel, key: SigningKey) -> Channel:
 
 def write_release(model: str | os.PathLike[str], version: int, to: str | os.PathLike[str], key: SigningKey, *,
                   rollout: float = 1.0, golden: str | os.PathLike[str] | None = None,
-                  channel_name: str | None = None) -> ReleaseResult:
+                  channel_name: str | None = None, report_dir: str | os.PathLike[str] | None = None) -> ReleaseResult:
     """Write version `version` of `model` into the release folder `to` and point its channel at it.
+
+    The manifest keeps the summary of the conversion report in `report_dir` (``edgekit convert
+    --report-dir``; default: the model's folder) when one is there.
 
     Raises:
         ConfigError: the version exists with another model (versions are immutable), or is lower
@@ -168,8 +172,9 @@ def write_release(model: str | os.PathLike[str], version: int, to: str | os.Path
         if current is not None and version < max(current.releases):
             raise ConfigError(f"version {version} is lower than the channel's newest ({max(current.releases)}); "
                               "devices serve the highest version, so release a higher one")
+        summary = _report_summary(Path(report_dir) if report_dir is not None else model_path.parent)
         manifest = _write_version(folder, model_path, data, version, key, metadata, golden,
-                                  channel_name or (current.name if current else folder.resolve().name))
+                                  channel_name or (current.name if current else folder.resolve().name), summary)
         created = True
     entry = FileEntry.of(f"versions/{version}/manifest.json", (vdir / "manifest.json").read_bytes())
     releases = dict(current.releases) if current else {}
@@ -184,7 +189,8 @@ def _versions(folder: Path) -> list[int]:
 
 
 def _write_version(folder: Path, model: Path, data: bytes, version: int, key: SigningKey, metadata: dict[str, Any],
-                   golden: str | os.PathLike[str] | None, name: str) -> ReleaseManifest:
+                   golden: str | os.PathLike[str] | None, name: str,
+                   report: dict[str, Any] | None) -> ReleaseManifest:
     stage = folder / "versions" / f".{version}.tmp"
     shutil.rmtree(stage, ignore_errors=True)
     (stage / "golden").mkdir(parents=True)
@@ -196,7 +202,7 @@ def _write_version(folder: Path, model: Path, data: bytes, version: int, key: Si
             (stage / rel).write_bytes(content)
         manifest = ReleaseManifest(channel=name, version=version, created=_now(), key_id=key.public.id,
                                    files=tuple(FileEntry.of(rel, content) for rel, content in files),
-                                   metadata=metadata, report=_report_summary(model))
+                                   metadata=metadata, report=report)
         _sign_doc(stage / "manifest.json", manifest.to_dict(), key)
         os.rename(stage, folder / "versions" / str(version))  # the version appears whole or not at all
     except BaseException:

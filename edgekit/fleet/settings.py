@@ -33,8 +33,9 @@ from typing import Any
 
 from edgekit.errors import ConfigError
 from edgekit.fleet.health import HealthThresholds
+from edgekit.inspect.schema import FRACTION, NONNEG_INT, POS_INT, POS_NUM, Constraint, Section, Setting
 
-__all__ = ["Trust", "FleetSettings", "parse_fleet", "parse_broker"]
+__all__ = ["Trust", "FleetSettings", "channel_topic", "parse_fleet", "parse_broker"]
 
 
 class Trust(str, enum.Enum):
@@ -74,8 +75,7 @@ class FleetSettings:
             from edgekit.fleet.keys import parse_public_key
 
             parse_public_key(self.public_key)
-        if self.keep_versions < 2:
-            raise ConfigError("keep_versions must be >= 2 (the serving version and the one to roll back to)")
+        _FLEET.check(self, "fleet")
 
     @property
     def channel_name(self) -> str:
@@ -84,7 +84,12 @@ class FleetSettings:
 
     @property
     def notification_topic(self) -> str:
-        return self.notify_topic or f"{self.topic_prefix}/channel/{self.channel_name}"
+        return self.notify_topic or channel_topic(self.channel_name, self.topic_prefix)
+
+
+def channel_topic(channel_name: str, prefix: str = FleetSettings.topic_prefix) -> str:
+    """The MQTT topic a release notifies the devices of channel ``channel_name`` on (retained)."""
+    return f"{prefix}/channel/{channel_name}"
 
 
 def parse_broker(text: str) -> tuple[str, int]:
@@ -103,6 +108,25 @@ def parse_broker(text: str) -> tuple[str, int]:
     return host, number
 
 
+# The wing's sections of the inspection file: its [model] keys, [fleet], and [fleet]'s health_* keys
+# (the defaults are FleetSettings' and HealthThresholds').
+_MODEL_KEYS = Section(FleetSettings, {
+    "channel": Setting(str, doc="an https:// or file:// URL of a channel.json"), "public_key": Setting(str),
+    "trust": Setting(Trust, doc="\"unsigned-local\" (or leave it out: signed)")})
+_HEALTH = Section(HealthThresholds, {
+    "window": Setting(int, POS_INT, key="health_window"), "baseline": Setting(int, POS_INT, key="health_baseline"),
+    "max_fail_rate_increase": Setting(float, FRACTION), "max_score_shift": Setting(float, FRACTION),
+    "max_errors": Setting(int, NONNEG_INT)})
+_FLEET = Section(FleetSettings, {
+    "poll_seconds": Setting(float, POS_NUM), "jitter": Setting(float, FRACTION),
+    "notify_spread": Setting(float, POS_NUM), "broker": Setting(str, convert=parse_broker),
+    "topic_prefix": Setting(str), "notify_topic": Setting(str),
+    "max_download_bytes": Setting(float, POS_NUM, key="max_download_mb", convert=lambda mb: int(mb * (1 << 20))),
+    "keep_versions": Setting(int, Constraint(lambda v: v >= 2, "an integer >= 2 (the serving version and the one "
+                                                               "to roll back to)")),
+    "timeout": Setting(float, POS_NUM)}, extra_keys=_HEALTH.keys)
+
+
 def parse_fleet(model: Any, fleet: Any, default_broker: tuple[str, int] | None) -> FleetSettings | None:
     """The settings from the config's ``[model]`` and ``[fleet]`` tables (tomlpos Tables; `fleet`
     may be None); None when ``[model]`` names no channel.
@@ -110,44 +134,18 @@ def parse_fleet(model: Any, fleet: Any, default_broker: tuple[str, int] | None) 
     Raises:
         ConfigError: naming the key and line.
     """
-    from edgekit.inspect.tomlpos import NONNEG_INT, POS_INT, POS_NUM
-
     if not model.has("channel"):
         if fleet is not None or model.has("public_key") or model.has("trust"):
             raise model.error("channel", "public_key, trust and [fleet] need [model] channel = \"https://...\"")
         return None
     if not model.has("dir"):
         raise model.error("channel", "a channel fills a versioned folder: give [model] dir, not path")
-    channel = model.get("channel", str, expect="an https:// or file:// URL of a channel.json")
-    trust = model.get("trust", str, Trust.SIGNED.value, check=lambda v: v in [t.value for t in Trust],
-                      expect="\"unsigned-local\" (or leave it out: signed)")
-    kw: dict[str, Any] = {}
+    kw = _MODEL_KEYS.read_values(model, allow=None)
     if fleet is not None:
-        fleet.allow("poll_seconds", "jitter", "notify_spread", "broker", "topic_prefix", "notify_topic",
-                    "health_window", "health_baseline", "max_fail_rate_increase", "max_score_shift", "max_errors",
-                    "max_download_mb", "keep_versions", "timeout")
-        unit = dict(check=lambda v: 0 <= v <= 1, expect="a number in 0..1")
-        kw = dict(poll_seconds=fleet.get("poll_seconds", float, 300.0, **POS_NUM),
-                  jitter=fleet.get("jitter", float, 0.2, **unit),
-                  notify_spread=fleet.get("notify_spread", float, 1.0, **POS_NUM),
-                  topic_prefix=fleet.get("topic_prefix", str, "edgekit"),
-                  notify_topic=fleet.get("notify_topic", str, None),
-                  max_download_bytes=int(fleet.get("max_download_mb", float, 512.0, **POS_NUM) * (1 << 20)),
-                  keep_versions=fleet.get("keep_versions", int, 3, **POS_INT),
-                  timeout=fleet.get("timeout", float, 10.0, **POS_NUM),
-                  health=HealthThresholds(
-                      window=fleet.get("health_window", int, 300, **POS_INT),
-                      baseline=fleet.get("health_baseline", int, HealthThresholds.baseline, **POS_INT),
-                      max_fail_rate_increase=fleet.get("max_fail_rate_increase", float, 0.2, **unit),
-                      max_score_shift=fleet.get("max_score_shift", float, 0.15, **unit),
-                      max_errors=fleet.get("max_errors", int, 3, **NONNEG_INT)))
-        if fleet.has("broker"):
-            try:
-                kw["broker"] = parse_broker(fleet.get("broker", str))
-            except ConfigError as exc:
-                raise fleet.error("broker", str(exc)) from None
+        kw.update(_FLEET.read_values(fleet, defaults={"broker": default_broker}),
+                  health=_HEALTH.read(fleet, allow=None))
     kw.setdefault("broker", default_broker)
     try:
-        return FleetSettings(channel=channel, public_key=model.get("public_key", str, None), trust=Trust(trust), **kw)
+        return FleetSettings(**kw)
     except ConfigError as exc:
         raise model.error("channel", str(exc)) from None

@@ -18,10 +18,11 @@ Or only the rules, on boxes from any detector::
         print(verdict.label, [r.to_dict() for r in verdict.failed])
 
 What lives here: ``cell`` (the service), ``engine`` (what the cell needs of a detector),
-``config``/``sinkconfig``/``tomlpos`` (the TOML file), ``rules``/``inspector``/``triggers``
-(zones, rules, PASS/FAIL per frame or trigger), ``events``/``sequence`` (numbered events),
-``metrics`` (Prometheus), ``modelwatch``/``selftest``/``hotswap`` (hot model updates),
-``systemd`` (sd_notify and the watchdog), ``check`` (``edgekit inspect --check``).
+``schema`` (the file's one schema and reader), ``config``/``sinkconfig``/``tomlpos`` (the TOML
+file), ``rules``/``inspector``/``triggers`` (zones, rules, PASS/FAIL per frame or trigger),
+``events``/``sequence`` (numbered events), ``metrics`` (Prometheus), ``modelwatch``/``selftest``/
+``hotswap`` (hot model updates), ``systemd`` (sd_notify and the watchdog), ``check``
+(``edgekit inspect --check``).
 
 Names are loaded on first use, so ``import edgekit.inspect.events`` (as the sinks' users do)
 does not load the config parser or the cell.

@@ -21,7 +21,9 @@ from edgekit.errors import ConfigError, InputError
 from edgekit.inspect.rules import Anchor, Rule, Zone
 from edgekit.inspect.sinkconfig import SinksConfig, parse_sinks
 from edgekit.inspect.plugins import ChannelSettings, section_parser
-from edgekit.inspect.tomlpos import NONNEG_INT, PORT, POS_INT, POS_NUM, Context, KeyLines, Table, choice
+from edgekit.inspect.schema import (FRACTION, NONNEG_INT, PORT, POS_INT, POS_NUM, Constraint, Section, Setting, one_of,
+                                   setting, written)
+from edgekit.inspect.tomlpos import Context, KeyLines, Table
 from edgekit.inspect.triggers import PublishMode, TriggerMode
 from edgekit.sinks.mqtt import check_topic_part
 
@@ -35,18 +37,23 @@ FLEET_MODEL_KEYS = ("channel", "public_key", "trust")
 __all__ = ["InspectionConfig", "SourceConfig", "ModelConfig", "TriggerConfig", "MetricsConfig",
            "SinksConfig", "load_config", "parse_config"]
 
+def _is_camera(v: Any) -> bool:
+    return (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
+        isinstance(v, str) and v.startswith("/dev/video"))
+
+
 @dataclass(frozen=True)
 class SourceConfig:
     """Exactly one of camera, path, url, picamera."""
 
-    camera: int | str | None = None  # index or /dev/videoN
-    path: str | None = None  # a video file, image, folder or glob
-    url: str | None = None  # rtsp://, http://
-    picamera: bool = False
-    width: int | None = None
-    height: int | None = None
-    fps: float | None = None
-    realtime: bool = False
+    camera: int | str | None = setting(object, None, Constraint(_is_camera, "a camera index >= 0 or /dev/videoN"))
+    path: str | None = setting(str, None, path=True)  # a video file, image, folder or glob
+    url: str | None = setting(str, None, Constraint(lambda v: "://" in v, "a URL like rtsp://host/stream"))
+    picamera: bool = setting(bool, False)
+    width: int | None = setting(int, None, POS_INT)
+    height: int | None = setting(int, None, POS_INT)
+    fps: float | None = setting(float, None, POS_NUM)
+    realtime: bool = setting(bool, False)
 
     @property
     def target(self) -> str | int:
@@ -61,30 +68,51 @@ class SourceConfig:
 class ModelConfig:
     """A fixed model file, or a versioned folder (dir/1/model.tflite, dir/2/...) watched for updates."""
 
-    path: str | None = None
-    dir: str | None = None
-    delegate: str = "auto"
-    threads: int | None = None
-    labels: str | None = None
-    threshold: float = 0.5
-    poll_seconds: float = 2.0
+    path: str | None = setting(str, None, path=True)
+    dir: str | None = setting(str, None, path=True)
+    delegate: str = setting(str, "auto", doc="auto, cpu, xnnpack, edgetpu or edgetpu:usb:N")
+    threads: int | None = setting(int, None, POS_INT)
+    labels: str | None = setting(str, None, path=True)
+    threshold: float = setting(float, 0.5, FRACTION)
+    poll_seconds: float = setting(float, 2.0, POS_NUM)
 
 
 @dataclass(frozen=True)
 class TriggerConfig:
-    mode: TriggerMode = TriggerMode.CONTINUOUS
-    file: str | None = None  # touch this file to trigger (on-demand)
-    http_port: int | None = None  # POST http://<http_host>:<port>/trigger (on-demand)
-    http_host: str = "127.0.0.1"
-    timeout: float = 5.0  # how long a trigger waits for a frame captured after it
-    publish: PublishMode = PublishMode.EVERY  # continuous mode: every verdict, or only changes
+    mode: TriggerMode = setting(TriggerMode, TriggerMode.CONTINUOUS)
+    file: str | None = setting(str, None, path=True)  # touch this file to trigger (on-demand)
+    http_port: int | None = setting(int, None, PORT)  # POST http://<http_host>:<port>/trigger (on-demand)
+    http_host: str = setting(str, "127.0.0.1")
+    timeout: float = setting(float, 5.0, POS_NUM)  # how long a trigger waits for a frame captured after it
+    publish: PublishMode = setting(PublishMode, PublishMode.EVERY)  # continuous mode: every verdict, or only changes
 
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    enabled: bool = False
-    host: str = "127.0.0.1"
-    port: int = 9100
+    enabled: bool = setting(bool, True)  # a [metrics] table turns them on; a file without one has METRICS_OFF
+    host: str = setting(str, "127.0.0.1")
+    port: int = setting(int, 9100, PORT)
+
+
+METRICS_OFF = MetricsConfig(enabled=False)
+
+# The top table's own keys; the tables are the sections below it, and the [model] keys of the release
+# channel's wing are FLEET_MODEL_KEYS.
+_TOP = Section(None, {"device": Setting(str, doc="a device id", default=None),
+                      "state_dir": Setting(str, path=True, default=None)},
+               extra_keys=("source", "model", "zones", "rules", "trigger", "sinks", "metrics", "parts", "line", "plc",
+                           "dashboard", "fleet"))
+_SOURCE, _TRIGGER, _METRICS = Section(SourceConfig), Section(TriggerConfig), Section(MetricsConfig)
+_MODEL = Section(ModelConfig, extra_keys=FLEET_MODEL_KEYS)
+_ZONE = Section(None, {"name": Setting(str, doc="a zone name"),
+                       "polygon": Setting(list, Constraint(lambda v: _is_polygon(v),
+                                                           "an array of at least 3 [x, y] pixel points")),
+                       "anchor": Setting(Anchor, default=None)})  # Zone's default
+_RULE = Section(None, {"label": Setting(str, doc="the label to count, e.g. 'screw'"),
+                       "zone": Setting(str, default=None), "count": Setting(int, NONNEG_INT, default=None),
+                       "min": Setting(int, NONNEG_INT, default=None), "max": Setting(int, NONNEG_INT, default=None),
+                       "min_score": Setting(float, FRACTION, default=None),
+                       "min_area": Setting(float, Constraint(lambda v: v >= 0, "pixels, a number >= 0"), default=None)})
 
 
 @dataclass(frozen=True)
@@ -98,7 +126,7 @@ class InspectionConfig:
     zones: tuple[Zone, ...] = ()
     rules: tuple[Rule, ...] = ()
     sinks: SinksConfig = field(default_factory=SinksConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    metrics: MetricsConfig = METRICS_OFF
     parts: PartsConfig | None = None  # per-part mode: [parts], [line], [plc]
     dashboard: DashboardConfig | None = None  # [dashboard]: the operator's page (edgekit.inspect.dashboard)
     # [model] channel and [fleet]: follow a release channel; the settings of the wing that owns the
@@ -173,14 +201,13 @@ def parse_config(text: str, *, name: str = "<config>", base: Path | None = None,
 
 def _build(top: Table) -> InspectionConfig:
     ctx = top.ctx
-    top.allow("device", "state_dir", "source", "model", "zones", "rules", "trigger", "sinks", "metrics",
-              "parts", "line", "plc", "dashboard", "fleet")
-    device = top.get("device", str, socket.gethostname(), expect="a device id")
+    values = _TOP.read_values(top)
+    device = values["device"] or socket.gethostname()
     try:
         check_topic_part("device", device)
     except ConfigError as exc:
         raise top.error("device", str(exc)) from None
-    state_dir = top.path_value("state_dir", ".")
+    state_dir = values["state_dir"] or str(ctx.base)
     src_t = top.table("source") or _missing(top, "source", "a [source] table (camera, path, url or picamera)")
     model_t = top.table("model") or _missing(top, "model", "a [model] table (path or dir)")
     zones = tuple(_zone(z) for z in top.tables("zones"))
@@ -190,10 +217,10 @@ def _build(top: Table) -> InspectionConfig:
     source, model = _source(src_t), _model(model_t)
     trigger = _trigger(trig_t) if trig_t else TriggerConfig()
     config = InspectionConfig(
-        path=ctx.name, device=device, state_dir=str(state_dir), source=source, model=model,
+        path=ctx.name, device=device, state_dir=state_dir, source=source, model=model,
         trigger=trigger, zones=zones, rules=rules,
-        sinks=parse_sinks(sinks_t, device, str(state_dir)) if sinks_t else SinksConfig(),
-        metrics=_metrics(met_t) if met_t else MetricsConfig(), parts=_parts(top, zones),
+        sinks=parse_sinks(sinks_t, device, state_dir) if sinks_t else SinksConfig(),
+        metrics=_METRICS.read(met_t) if met_t else METRICS_OFF, parts=_parts(top, zones, source),
         dashboard=_dashboard(top, trigger))
     if model_t.has("channel") or top.has("fleet"):
         parse = section_parser("fleet", f"{ctx.name}: {'[model] channel' if model_t.has('channel') else '[fleet]'}")
@@ -209,14 +236,13 @@ def _build(top: Table) -> InspectionConfig:
     return config
 
 
-def _parts(top: Table, zones: tuple[Zone, ...]) -> PartsConfig | None:
+def _parts(top: Table, zones: tuple[Zone, ...], source: SourceConfig) -> PartsConfig | None:
     if not any(top.has(key) for key in ("parts", "line", "plc")):
         return None
     from edgekit.inspect.partsconfig import parse_parts  # tracking loads only for per-part mode
 
-    src = top.data.get("source")
-    width, height = (src.get("width"), src.get("height")) if isinstance(src, dict) else (None, None)
-    return parse_parts(top, zones, (width, height) if isinstance(width, int) and isinstance(height, int) else None)
+    frame = (source.width, source.height) if source.width is not None and source.height is not None else None
+    return parse_parts(top, zones, frame)
 
 
 def _dashboard(top: Table, trigger: TriggerConfig) -> DashboardConfig | None:
@@ -241,48 +267,32 @@ def _unique(names: list[str], t: Table, key: str) -> None:
 
 
 def _source(t: Table) -> SourceConfig:
-    t.allow("camera", "path", "url", "picamera", "width", "height", "fps", "realtime")
-    camera = t.data.get("camera")
-    t.get("camera", object, None, check=lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
-          or (isinstance(v, str) and v.startswith("/dev/video")), expect="a camera index >= 0 or /dev/videoN")
+    t.allow(*_SOURCE.keys)
     given = [k for k in ("camera", "path", "url", "picamera") if t.has(k) and t.data[k] is not False]
+    cfg: SourceConfig = _SOURCE.read(t)
     if len(given) != 1:
         raise t.error(None, f"give exactly one of camera, path, url, picamera; got {given or 'none'}")
-    cfg = SourceConfig(
-        camera=camera, path=t.path_value("path"),
-        url=t.get("url", str, None, check=lambda v: "://" in v, expect="a URL like rtsp://host/stream"),
-        picamera=t.get("picamera", bool, False),
-        width=t.get("width", int, None, **POS_INT), height=t.get("height", int, None, **POS_INT),
-        fps=t.get("fps", float, None, **POS_NUM), realtime=t.get("realtime", bool, False))
     return cfg
 
 
 def _model(t: Table) -> ModelConfig:
     from edgekit.runtimes.delegates import Delegate
 
-    t.allow("path", "dir", "delegate", "threads", "labels", "threshold", "poll_seconds", *FLEET_MODEL_KEYS)
+    t.allow(*_MODEL.keys)
     if t.has("path") == t.has("dir"):
         raise t.error(None, "give exactly one of path (a .tflite file) or dir (a versioned model folder)")
-    delegate = t.get("delegate", str, "auto", expect="auto, cpu, xnnpack, edgetpu or edgetpu:usb:N")
+    cfg: ModelConfig = _MODEL.read(t)
     try:
-        Delegate.parse(delegate)
+        Delegate.parse(cfg.delegate)
     except InputError as exc:
         raise t.error("delegate", str(exc)) from None
-    cfg = ModelConfig(
-        path=t.path_value("path"), dir=t.path_value("dir"), delegate=delegate,
-        threads=t.get("threads", int, None, **POS_INT), labels=t.path_value("labels"),
-        threshold=t.get("threshold", float, 0.5, check=lambda v: 0 <= v <= 1, expect="a number in 0..1"),
-        poll_seconds=t.get("poll_seconds", float, 2.0, **POS_NUM))
     return cfg
 
 
 def _zone(t: Table) -> Zone:
-    t.allow("name", "polygon", "anchor")
-    name = t.get("name", str, expect="a zone name")
-    polygon = t.get("polygon", list, check=_is_polygon, expect="an array of at least 3 [x, y] pixel points")
-    anchor = choice(t, "anchor", Anchor.CENTER)
+    v = _ZONE.read_values(t)
     try:
-        return Zone(name, polygon, anchor, where=t.where())
+        return Zone(v["name"], v["polygon"], **written({"anchor": v["anchor"]}), where=t.where())
     except ConfigError as exc:
         raise t.error("polygon", str(exc)) from None
 
@@ -293,38 +303,21 @@ def _is_polygon(v: list[Any]) -> bool:
 
 
 def _rule(t: Table, zones: set[str]) -> Rule:
-    t.allow("label", "zone", "count", "min", "max", "min_score", "min_area")
-    label = t.get("label", str, expect="the label to count, e.g. 'screw'")
-    zone = t.get("zone", str, None, check=lambda v: v in zones,
-                 expect=f"a zone defined in [[zones]] ({', '.join(sorted(zones)) or 'none defined'})")
-    count = t.get("count", int, None, **NONNEG_INT)
-    lo, hi = t.get("min", int, None, **NONNEG_INT), t.get("max", int, None, **NONNEG_INT)
+    v = _RULE.read_values(t, checks={"zone": one_of(zones, "a zone defined in [[zones]]")})
+    count, lo, hi = v["count"], v["min"], v["max"]
     if count is not None and (lo is not None or hi is not None):
         raise t.error("count", "count means exactly that many; give count, or min and/or max, not both")
     if count is None and lo is None and hi is None:
         raise t.error(None, "needs count (exactly), or min and/or max")
     if lo is not None and hi is not None and lo > hi:
         raise t.error("min", f"min {lo} is above max {hi}")
-    min_score = t.get("min_score", float, None, check=lambda v: 0 <= v <= 1, expect="a number in 0..1")
-    min_area = t.get("min_area", float, None, check=lambda v: v >= 0, expect="pixels, a number >= 0")
-    return Rule(label, zone, count if count is not None else lo, count if count is not None else hi,
-                min_score, where=t.where(), min_area=min_area)
+    return Rule(v["label"], v["zone"], count if count is not None else lo, count if count is not None else hi,
+                v["min_score"], where=t.where(), min_area=v["min_area"])
 
 
 def _trigger(t: Table) -> TriggerConfig:
-    t.allow("mode", "file", "http_port", "http_host", "timeout", "publish")
-    cfg = TriggerConfig(
-        mode=choice(t, "mode", TriggerMode.CONTINUOUS), file=t.path_value("file"),
-        http_port=t.get("http_port", int, None, **PORT), http_host=t.get("http_host", str, "127.0.0.1"),
-        timeout=t.get("timeout", float, 5.0, **POS_NUM), publish=choice(t, "publish", PublishMode.EVERY))
+    cfg: TriggerConfig = _TRIGGER.read(t)
     if cfg.mode is TriggerMode.ON_DEMAND and cfg.file is None and cfg.http_port is None:
         raise t.error("mode", "on-demand needs a trigger: file = \"/run/edgekit/trigger\" and/or http_port = 8089 "
                               "(or fire triggers from Python with Inspector.trigger())")
-    return cfg
-
-
-def _metrics(t: Table) -> MetricsConfig:
-    t.allow("enabled", "host", "port")
-    cfg = MetricsConfig(enabled=t.get("enabled", bool, True), host=t.get("host", str, "127.0.0.1"),
-                        port=t.get("port", int, 9100, **PORT))
     return cfg

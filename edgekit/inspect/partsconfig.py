@@ -40,29 +40,36 @@ from edgekit.errors import ConfigError
 from edgekit.inspect.parts import Evidence, PartsOptions, belt_tracker
 from edgekit.inspect.plc import MAX_ADDRESS, ModbusTarget, Register, belt_delay
 from edgekit.inspect.rules import Zone
-from edgekit.inspect.tomlpos import PORT, POS_INT, POS_NUM, Table, choice
+from edgekit.inspect.schema import (FRACTION, NONNEG_INT, NONNEG_NUM, PORT, POS_INT, POS_NUM, Constraint, Section,
+                                   Setting, between, one_of, setting, written)
+from edgekit.inspect.tomlpos import Table
 from edgekit.track import LINE_ANCHORS, Anchor, CountingLine, Direction, ZoneCrossing, ZoneEvent
 
 __all__ = ["PartsConfig", "PlcConfig", "parse_parts"]
 
-_FRACTION: dict[str, Any] = {"check": lambda v: 0 <= v <= 1, "expect": "a number in 0..1"}
-_NONNEG: dict[str, Any] = {"check": lambda v: v >= 0, "expect": "a number >= 0"}
+
+def _is_pin(v: Any) -> bool:
+    return (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (isinstance(v, str) and bool(v))
+
+
+_PIN = Constraint(_is_pin, "a GPIO number (BCM) or a gpiozero pin name such as \"GPIO17\"")
 
 
 @dataclass(frozen=True)
 class PlcConfig:
     """Where rejects go and when: a Modbus target and/or a GPIO pin, ``delay`` s after the crossing."""
 
-    modbus: ModbusTarget | None
-    gpio_pin: int | str | None
-    gpio_pulse: float
-    delay: float
-    retry_interval: float
-    give_up_after: float
-    check_at_start: bool
-    encoder_pin: int | str | None = None  # with delay_ticks: the delay counted in belt encoder ticks
-    encoder_edge: str = "rising"
-    delay_ticks: int | None = None
+    modbus: ModbusTarget | None = None
+    gpio_pin: int | str | None = setting(object, None, _PIN)
+    gpio_pulse: float = setting(float, 0.1, POS_NUM)
+    delay: float = setting(float, 0.0, NONNEG_NUM)
+    retry_interval: float = setting(float, 0.2, POS_NUM)
+    give_up_after: float = setting(float, 5.0, NONNEG_NUM)
+    check_at_start: bool = setting(bool, True)
+    encoder_pin: int | str | None = setting(object, None, _PIN)  # with delay_ticks: the delay in encoder ticks
+    encoder_edge: str = setting(str, "rising", Constraint(lambda v: v in ("rising", "falling", "both"),
+                                                     "'rising', 'falling' or 'both'"))
+    delay_ticks: int | None = setting(int, None, NONNEG_INT)
 
 
 @dataclass(frozen=True)
@@ -97,10 +104,33 @@ class PartsConfig:
         return self.options.tracker_options().low_threshold
 
 
-def _names(t: Table, key: str, required: bool) -> tuple[str, ...]:
-    kw: dict[str, Any] = {"check": lambda v: all(isinstance(x, str) and x for x in v),
-                          "expect": "an array of class names"}
-    return tuple(t.get(key, list, **kw) if required else t.get(key, list, [], **kw))
+_NAMES = Constraint(lambda v: all(isinstance(x, str) and x for x in v), "an array of class names")
+# PartsOptions' defaults are its own; lost_frames and min_track_frames are belt_tracker's (None: its default)
+_OPTIONS = Section(PartsOptions, {
+    "parts": Setting(list, _NAMES, key="classes", convert=tuple), "defects": Setting(list, _NAMES, convert=tuple),
+    "min_overlap": Setting(float, FRACTION), "evidence": Setting(Evidence), "min_frames": Setting(int, POS_INT),
+    "min_score_sum": Setting(float, POS_NUM), "part_threshold": Setting(float, FRACTION, key="threshold"),
+    "defect_threshold": Setting(float, FRACTION), "crop": Setting(bool, key="crops"),
+    "crop_quality": Setting(int, between(1, 100, "an integer 1..100")), "count_score": Setting(float, FRACTION),
+    "count_wait": Setting(int, NONNEG_INT), "piece_overlap": Setting(float, FRACTION),
+    "lost_buffer": Setting(int, POS_INT, key="lost_frames", default=None),
+    "min_track_frames": Setting(int, POS_INT, default=None)})
+_POINT = Constraint(lambda v: _is_point(v), "an [x, y] point in frame pixels")
+# CountingLine's and ZoneCrossing's defaults are their own (None here: not written in the file)
+_LINE = Section(None, {
+    "start": Setting(list, _POINT, default=None), "end": Setting(list, _POINT, default=None),
+    "direction": Setting(Direction, default=None), "anchor": Setting(Anchor, only=tuple(LINE_ANCHORS), default=None),
+    "name": Setting(str, default=None), "zone": Setting(str, default=None), "event": Setting(ZoneEvent, default=None)})
+_MODBUS = Section(ModbusTarget, {
+    "host": Setting(str, Constraint(bool, "the PLC's host name or IP address")), "port": Setting(int, PORT),
+    "unit": Setting(int, between(0, 247, "a Modbus unit id 0..247")),
+    "value": Setting(int, between(0, 65535, "a register value 0..65535")), "pulse": Setting(float, NONNEG_NUM),
+    "timeout": Setting(float, POS_NUM)})
+_ADDRESS = Setting(int, between(0, MAX_ADDRESS,
+                               f"a Modbus address 0..{MAX_ADDRESS} (a coil or register number, from 0)"))
+_PLC = Section(PlcConfig, {"distance": Setting(float, NONNEG_NUM, default=None),
+                           "belt_speed": Setting(float, POS_NUM, default=None)},
+               extra_keys=(*_MODBUS.keys, "coil", "register"))
 
 
 def parse_parts(top: Table, zones: tuple[Zone, ...], frame: tuple[int, int] | None) -> PartsConfig | None:
@@ -132,32 +162,17 @@ def parse_parts(top: Table, zones: tuple[Zone, ...], frame: tuple[int, int] | No
         finally:
             line.where = where
     plc = _plc(plc_t) if plc_t is not None else None
-    return PartsConfig(options, line, plc, crops=parts_t.get("crops", bool, False))
+    return PartsConfig(options, line, plc, crops=options.crop)
 
 
 def _options(t: Table) -> PartsOptions:
-    t.allow("classes", "defects", "min_overlap", "evidence", "min_frames", "min_score_sum", "threshold",
-            "defect_threshold", "crops", "crop_quality", "lost_frames", "min_track_frames", "count_score",
-            "count_wait", "piece_overlap")
-    classes = _names(t, "classes", required=True)
-    if not classes:
+    v = _OPTIONS.read_values(t)
+    if not v["parts"]:
         raise t.error("classes", "name at least one class that is a part, e.g. classes = [\"part\"]")
-    threshold = t.get("threshold", float, 0.5, **_FRACTION)
-    tracker = belt_tracker(threshold, lost_buffer=t.get("lost_frames", int, 30, **POS_INT),
-                           min_frames=t.get("min_track_frames", int, 1, **POS_INT))
+    v["tracker"] = belt_tracker(v["part_threshold"], **written({"lost_buffer": v.pop("lost_buffer"),
+                                                                "min_frames": v.pop("min_track_frames")}))
     try:
-        return PartsOptions(
-            parts=classes, defects=_names(t, "defects", required=False),
-            min_overlap=t.get("min_overlap", float, 0.5, **_FRACTION),
-            evidence=choice(t, "evidence", Evidence.FRAMES),
-            min_frames=t.get("min_frames", int, 2, **POS_INT),
-            min_score_sum=t.get("min_score_sum", float, 1.0, **POS_NUM), part_threshold=threshold,
-            defect_threshold=t.get("defect_threshold", float, 0.5, **_FRACTION),
-            crop=t.get("crops", bool, False),
-            crop_quality=t.get("crop_quality", int, 90, check=lambda v: 1 <= v <= 100, expect="an integer 1..100"),
-            count_score=t.get("count_score", float, 0.0, **_FRACTION),
-            count_wait=t.get("count_wait", int, 15, check=lambda v: v >= 0, expect="an integer >= 0"),
-            piece_overlap=t.get("piece_overlap", float, 0.0, **_FRACTION), tracker=tracker, where=t.where())
+        return PartsOptions(**v, where=t.where())
     except ConfigError as exc:
         raise t.error(None, str(exc).removeprefix(f"{t.where()}: ")) from None
 
@@ -168,21 +183,17 @@ def _is_point(v: object) -> bool:
 
 
 def _line(t: Table, zones: tuple[Zone, ...]) -> CountingLine | ZoneCrossing:
-    t.allow("start", "end", "direction", "anchor", "name", "zone", "event")
-    if t.has("zone"):
-        if t.has("start") or t.has("end"):
+    names = {z.name: z for z in zones}
+    v = _LINE.read_values(t, checks={"zone": one_of(set(names), "a zone defined in [[zones]]")})
+    if v["zone"] is not None:
+        if v["start"] is not None or v["end"] is not None:
             raise t.error("zone", "give a zone, or start and end, not both")
-        names = {z.name: z for z in zones}
-        name = t.get("zone", str, check=lambda v: v in names,
-                     expect=f"a zone defined in [[zones]] ({', '.join(sorted(names)) or 'none defined'})")
-        return ZoneCrossing(names[name], choice(t, "event", ZoneEvent.ENTER),
-                            name=name)
-    start = t.get("start", list, check=_is_point, expect="an [x, y] point in frame pixels")
-    end = t.get("end", list, check=_is_point, expect="an [x, y] point in frame pixels")
-    direction, anchor = choice(t, "direction", Direction.ANY), choice(t, "anchor", Anchor.CENTER, LINE_ANCHORS)
+        return ZoneCrossing(names[v["zone"]], **written({"event": v["event"]}), name=v["zone"])
+    for key in ("start", "end"):
+        if v[key] is None:
+            raise t.error(key, f"missing; expected {_POINT.expect}")
     try:
-        line = CountingLine(start, end, direction=direction, anchor=anchor,
-                            name=t.get("name", str, "line"))
+        line = CountingLine(v["start"], v["end"], **written({k: v[k] for k in ("direction", "anchor", "name")}))
     except ConfigError as exc:
         raise t.error("direction" if "runs along" in str(exc) else "start", str(exc)) from None
     line.where = t.where()  # named in the error when a frame turns out smaller than the line
@@ -190,30 +201,18 @@ def _line(t: Table, zones: tuple[Zone, ...]) -> CountingLine | ZoneCrossing:
 
 
 def _plc(t: Table) -> PlcConfig:
-    t.allow("host", "port", "unit", "coil", "register", "value", "pulse", "timeout", "delay", "distance",
-            "belt_speed", "retry_interval", "give_up_after", "gpio_pin", "gpio_pulse", "check_at_start",
-            "encoder_pin", "encoder_edge", "delay_ticks")
-    address: dict[str, Any] = {"check": lambda v: 0 <= v <= MAX_ADDRESS,
-               "expect": f"a Modbus address 0..{MAX_ADDRESS} (a coil or register number, from 0)"}
+    v = _PLC.read_values(t)
     modbus = None
     if t.has("host"):
         if t.has("coil") == t.has("register"):
             raise t.error("host", "give exactly one of coil = N or register = N for the reject signal")
         kind = Register.COIL if t.has("coil") else Register.HOLDING
-        modbus = ModbusTarget(
-            host=t.get("host", str, check=bool, expect="the PLC's host name or IP address"),
-            address=t.get(kind.value, int, **address), kind=kind, port=t.get("port", int, 502, **PORT),
-            unit=t.get("unit", int, 1, check=lambda v: 0 <= v <= 247, expect="a Modbus unit id 0..247"),
-            value=t.get("value", int, 1, check=lambda v: 0 <= v <= 65535, expect="a register value 0..65535"),
-            pulse=t.get("pulse", float, 0.5, **_NONNEG), timeout=t.get("timeout", float, 1.0, **POS_NUM))
+        modbus = _MODBUS.read(t, {"kind": kind, "address": _ADDRESS.read(t, kind.value)}, allow=None)
     else:
         for key in ("coil", "register", "port", "unit", "value"):
             if t.has(key):
                 raise t.error(key, "needs host = \"<the PLC's address>\" (Modbus TCP)")
-    pin: dict[str, Any] = {"check": lambda v: (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or (
-        isinstance(v, str) and bool(v)), "expect": "a GPIO number (BCM) or a gpiozero pin name such as \"GPIO17\""}
-    gpio = t.get("gpio_pin", object, None, **pin)
-    if modbus is None and gpio is None:
+    if modbus is None and v["gpio_pin"] is None:
         raise t.error(None, "give host and coil (or register) for a Modbus PLC, and/or gpio_pin")
     if t.has("delay") and (t.has("distance") or t.has("belt_speed")):
         raise t.error("delay", "give delay (seconds), or distance and belt_speed, not both")
@@ -225,15 +224,7 @@ def _plc(t: Table) -> PlcConfig:
                       "delay_ticks (encoder ticks from the line to the ejector) and encoder_pin go together")
     if t.has("delay_ticks") and (t.has("delay") or t.has("distance")):
         raise t.error("delay_ticks", "give the delay in encoder ticks or in seconds (delay, distance), not both")
-    if t.has("distance"):
-        delay = belt_delay(t.get("distance", float, **_NONNEG), t.get("belt_speed", float, **POS_NUM))
-    else:
-        delay = t.get("delay", float, 0.0, **_NONNEG)
-    edge: dict[str, Any] = {"check": lambda v: v in ("rising", "falling", "both"), "expect": "'rising', 'falling' or 'both'"}
-    return PlcConfig(modbus=modbus, gpio_pin=gpio, gpio_pulse=t.get("gpio_pulse", float, 0.1, **POS_NUM),
-                     delay=delay, retry_interval=t.get("retry_interval", float, 0.2, **POS_NUM),
-                     give_up_after=t.get("give_up_after", float, 5.0, **_NONNEG),
-                     encoder_pin=t.get("encoder_pin", object, None, **pin),
-                     encoder_edge=t.get("encoder_edge", str, "rising", **edge),
-                     delay_ticks=t.get("delay_ticks", int, None, check=lambda v: v >= 0, expect="an integer >= 0"),
-                     check_at_start=t.get("check_at_start", bool, True))
+    distance, speed = v.pop("distance"), v.pop("belt_speed")
+    if distance is not None:
+        v["delay"] = belt_delay(distance, speed)
+    return PlcConfig(modbus=modbus, **v)

@@ -9,27 +9,18 @@ hand-written config uses.
 from __future__ import annotations
 
 import difflib
-import enum
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar, Union
+from typing import Any, Callable, Union
 
 from edgekit.errors import ConfigError
 
-__all__ = ["Context", "KeyLines", "KeyPath", "Table", "choice", "format_path", "POS_INT", "NONNEG_INT", "POS_NUM", "PORT"]
-
-_E = TypeVar("_E", bound=enum.Enum)
+__all__ = ["Context", "KeyLines", "KeyPath", "Table", "format_path"]
 
 Part = Union[str, int]
 KeyPath = tuple[Part, ...]
 
 _REQUIRED: Any = object()
-
-# Constraints for Table.get(..., **POS_INT) and the like.
-POS_INT: dict[str, Any] = {"check": lambda v: v > 0, "expect": "an integer > 0"}
-NONNEG_INT: dict[str, Any] = {"check": lambda v: v >= 0, "expect": "an integer >= 0"}
-POS_NUM: dict[str, Any] = {"check": lambda v: v > 0, "expect": "a number > 0"}
-PORT: dict[str, Any] = {"check": lambda v: 0 < v < 65536, "expect": "a port number 1-65535"}
 
 _BARE = r"[A-Za-z0-9_-]+"
 _KEY = rf'(?:{_BARE}|"(?:[^"\\]|\\.)*"|\'[^\']*\')'
@@ -192,10 +183,6 @@ class Table:
             raise self.error(key, f"expected {expect or kind.__name__}, got {_describe(value)}")
         return float(value) if kind is float else value
 
-    def path_value(self, key: str, default: Any = None) -> str | None:
-        value = self.get(key, str, default, expect="a path")
-        return None if value is None else str(self.ctx.base / Path(value).expanduser())
-
     def table(self, key: str) -> Table | None:
         value = self.get(key, dict, None, expect="a table")
         return None if value is None else Table(value, self.path + (key,), self.ctx)
@@ -213,16 +200,3 @@ class Table:
                 hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
                 raise self.error(key, f"unknown key{hint}")
 
-
-def choice(t: Table, key: str, default: _E, only: Sequence[_E] | None = None) -> _E:
-    """The member of ``default``'s enum that ``t[key]`` names by its value (``default`` when the key
-    is absent), one of ``only`` when given: the file's choices are the enum's, spelled once.
-
-    Raises:
-        ConfigError: naming the key, its line and the choices.
-    """
-    members = list(only) if only is not None else list(type(default))
-    choices = [m.value for m in members]
-    value = t.get(key, str, default.value, check=lambda v: v in choices,
-                  expect=f"one of {', '.join(repr(c) for c in choices)}")
-    return type(default)(value)

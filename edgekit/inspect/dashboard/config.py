@@ -20,10 +20,11 @@ import ipaddress
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from edgekit.errors import ConfigError
-from edgekit.inspect.tomlpos import PORT, POS_INT, Table
+from edgekit.inspect.schema import POS_INT, Constraint, Section, Setting, between, check_values, setting
+from edgekit.inspect.tomlpos import Table
 
 __all__ = ["DashboardConfig", "TokenSource", "is_local", "parse_dashboard", "resolve_token"]
 
@@ -50,24 +51,26 @@ class DashboardConfig:
         ConfigError: a value out of range, or a non-local bind or trigger without a token.
     """
 
-    port: int
-    host: str = "127.0.0.1"
+    # the file's port is a real one (1-65535); Python's may be 0: the system picks a free one (tests, benchmarks)
+    port: int = setting(int, check=Constraint(lambda v: 0 < v < 65536, "a port number 1-65535 (e.g. 8080)"))
+    host: str = setting(str, "127.0.0.1", Constraint(lambda v: bool(v.strip()), "an address to bind"))
     token: str | None = None
     token_source: str = TokenSource.NONE
-    max_fps: float = 5.0
-    max_width: int = 960
-    quality: int = 75
-    shifts: tuple[int, ...] = (0,)
-    trigger: bool = False
-    title: str = ""
-    recent: int = 200  # parts and events kept for the page and the API
+    max_fps: float = setting(float, 5.0, Constraint(lambda v: 0 < v <= 60, "frames per second in (0, 60]"))
+    max_width: int = setting(int, 960, between(64, 4096, "pixels, 64-4096"))
+    quality: int = setting(int, 75, between(10, 100, "a JPEG quality 10-100"))
+    # local start times in the file ("06:00"), minutes after midnight here
+    shifts: tuple[int, ...] = setting(list, (0,), Constraint(lambda v: bool(v) and all(
+        isinstance(s, str) and _CLOCK.match(s) for s in v), 'an array of "HH:MM" shift start times'),
+        convert=lambda v: tuple(_minutes(s) for s in v))
+    trigger: bool = setting(bool, False)
+    title: str = setting(str, "")
+    recent: int = setting(int, 200, POS_INT)  # parts and events kept for the page and the API
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:
             raise ConfigError(f"dashboard port must be 0-65535, got {self.port}")
-        if not 0 < self.max_fps <= 60 or not 64 <= self.max_width <= 4096 or not 10 <= self.quality <= 100:
-            raise ConfigError(f"dashboard max_fps must be in (0, 60], max_width 64-4096 and quality 10-100; got "
-                              f"{self.max_fps}, {self.max_width}, {self.quality}")
+        check_values(self, "dashboard", skip=("port",))
         if not self.shifts or any(not 0 <= s < 1440 for s in self.shifts):
             raise ConfigError(f"dashboard shifts must be minutes after midnight (0-1439), got {self.shifts}")
         object.__setattr__(self, "shifts", tuple(sorted(set(self.shifts))))
@@ -121,37 +124,27 @@ def _minutes(text: str) -> int:
     return int(m.group(1)) * 60 + int(m.group(2))
 
 
+_TOKEN_ENV = Constraint(lambda v: bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v)),
+                        "the name of an environment variable")
+_SECTION = Section(DashboardConfig, {"token_env": Setting(str, _TOKEN_ENV, default=None)})
+
+
 def parse_dashboard(t: Table, *, on_demand: bool) -> DashboardConfig:
     """The ``[dashboard]`` table (``on_demand``: the cell takes triggers, so ``trigger`` may be on).
 
     Raises:
         ConfigError: naming the file, line and key.
     """
-    t.allow("port", "host", "token_env", "max_fps", "max_width", "quality", "shifts", "trigger", "title", "recent")
-    port = t.get("port", int, expect="a port number 1-65535 (e.g. 8080)", check=PORT["check"])
-    host = t.get("host", str, "127.0.0.1", check=lambda v: bool(v.strip()), expect="an address to bind")
-    env_name = t.get("token_env", str, None, check=lambda v: bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v)),
-                     expect="the name of an environment variable")
-    shifts_raw = t.get("shifts", list, ["00:00"], check=lambda v: bool(v) and all(
-        isinstance(s, str) and _CLOCK.match(s) for s in v), expect='an array of "HH:MM" shift start times')
-    trigger = t.get("trigger", bool, False)
-    if trigger and not on_demand:
+    kw = _SECTION.read_values(t)
+    if kw["trigger"] and not on_demand:
         raise t.error("trigger", "needs [trigger] mode = \"on-demand\" (a continuous cell judges every frame)")
     try:
-        token, source = resolve_token(host, t.ctx.env, env_name)
+        kw["token"], kw["token_source"] = resolve_token(kw["host"], t.ctx.env, kw.pop("token_env"))
     except ConfigError as exc:
         raise t.error("token_env", str(exc)) from None
-    if trigger and token is None:
+    if kw["trigger"] and kw["token"] is None:
         raise t.error("trigger", "the trigger endpoint needs a token: set token_env = \"EDGEKIT_DASHBOARD_TOKEN\"")
-    kw: dict[str, Any] = dict(
-        port=port, host=host, token=token, token_source=source,
-        max_fps=t.get("max_fps", float, 5.0, check=lambda v: 0 < v <= 60, expect="frames per second in (0, 60]"),
-        max_width=t.get("max_width", int, 960, check=lambda v: 64 <= v <= 4096, expect="pixels, 64-4096"),
-        quality=t.get("quality", int, 75, check=lambda v: 10 <= v <= 100, expect="a JPEG quality 10-100"),
-        shifts=tuple(_minutes(s) for s in shifts_raw), trigger=trigger, title=t.get("title", str, ""),
-        recent=t.get("recent", int, 200, **POS_INT))
     try:
         return DashboardConfig(**kw)
     except ConfigError as exc:
         raise t.error(None, str(exc)) from None
-

@@ -67,6 +67,17 @@ def test_a_conversion_report_beside_the_model_is_summarized(kit: Kit, tmp_path: 
     assert r.manifest.report == {"mode": "int8", "gate": {"passed": True}}
 
 
+def test_the_release_reads_the_report_where_the_converter_wrote_it(kit: Kit, tmp_path: Path) -> None:
+    """`edgekit convert --report-dir DIR` writes outputs.report_json(DIR); `edgekit release --report DIR` reads it."""
+    from edgekit.outputs import report_json
+
+    (tmp_path / "reports").mkdir()
+    report_json(tmp_path / "reports").write_text(json.dumps({"mode": "float16", "size_ratio": 0.5}))
+    r = write_release(kit.model, 1, tmp_path / "rel", kit.key, report_dir=tmp_path / "reports")
+    assert r.manifest.report == {"mode": "float16", "size_ratio": 0.5}
+    assert write_release(kit.model, 2, tmp_path / "rel2", kit.key, report_dir=tmp_path).manifest.report is None
+
+
 @pytest.mark.parametrize("text, expected", [("10%", 0.1), ("0.25", 0.25), ("100%", 1.0), ("0", 0.0),
                                             ("150%", InputError), ("ten", InputError), ("-0.1", InputError)])
 def test_rollout_fractions(text: str, expected: float | type) -> None:
