@@ -35,7 +35,7 @@ from edgekit.results import Detections, Segmentation
 if TYPE_CHECKING:  # OpenCV and the loop load when a cell opens, not when edgekit.inspect is imported
     from edgekit.inspect.dashboard import Dashboard
     from edgekit.inspect.parts import PartVerdict
-    from edgekit.inspect.perpart import PartsStage
+    from edgekit.inspect.parts.stage import PartsStage
     from edgekit.loop import LoopSummary
     from edgekit.results import FrameResult
     from edgekit.tasks import DetectorOptions
@@ -237,7 +237,7 @@ class Cell:
         self.inspector = stack.enter_context(Inspector.from_config(cfg))
         self._per_frame = cfg.parts is None or bool(cfg.rules) or cfg.trigger.mode is not TriggerMode.CONTINUOUS
         if cfg.parts is not None:
-            from edgekit.inspect.perpart import PartsStage
+            from edgekit.inspect.parts.stage import PartsStage
 
             cfg.parts.check_labels(list(labels) if labels else None)
             self.parts = stack.enter_context(PartsStage(cfg.parts, self.events, self.metrics, cfg.state_dir))

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from edgekit.inspect.events import EventEmitter, EventKind
     from edgekit.inspect.inspector import Decision, Inspector
     from edgekit.inspect.parts import PartVerdict
-    from edgekit.inspect.perpart import PartsStage
+    from edgekit.inspect.parts.stage import PartsStage
     from edgekit.results import FrameResult
 
 __all__ = ["JudgedFrame", "Stage", "CellView", "ModelFollower", "FollowerOpener", "follower_opener"]

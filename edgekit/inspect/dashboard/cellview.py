@@ -17,7 +17,7 @@ from edgekit.inspect.stage import CellView, JudgedFrame
 
 if TYPE_CHECKING:
     from edgekit.inspect.config import InspectionConfig
-    from edgekit.inspect.perpart import PartsStage
+    from edgekit.inspect.parts.stage import PartsStage
     from edgekit.results import FrameResult
 
 __all__ = ["DashboardSink", "DashboardStage", "cell_dashboard", "config_secrets", "detect_dashboard", "parse_serve"]

@@ -36,7 +36,7 @@ def free_port() -> int:
 
 
 def belt_config(tmp_path: Path, video: Path, dashboard: str, extra: str = "") -> str:
-    from edgekit.inspect.partsreport import parts_tables
+    from edgekit.inspect.parts.report import parts_tables
 
     return (f'device = "cell-7"\nstate_dir = "{tmp_path / "state"}"\n[source]\npath = "{video}"\n'
             f'[model]\npath = "{tmp_path / "oracle.tflite"}"\n'

@@ -241,7 +241,7 @@ def test_plc_encoder_from_the_config_holds_the_reject_for_its_ticks(tmp_path: Pa
 
     from edgekit.inspect.encoder import GpioEncoder
     from edgekit.inspect.events import EventEmitter
-    from edgekit.inspect.perpart import PartsStage
+    from edgekit.inspect.parts.stage import PartsStage
     from edgekit.inspect.plc import ReportKind
 
     factory = MockFactory()
