@@ -33,7 +33,7 @@ from edgekit.fleet.transport import TooLarge, TransferError
 from edgekit.fleet.verify import VerificationError, local_problem
 from edgekit.inspect.events import EventKind
 from edgekit.inspect.modelwatch import find_versions
-from edgekit.inspect.stage import JudgedFrame
+from edgekit.inspect.stage import JudgedFrame, StageContext
 from edgekit.sinks.durable import fsync_dir
 
 __all__ = ["FleetFollower", "Phase", "Outcome", "VerificationError"]
@@ -183,7 +183,7 @@ class FleetFollower:
             self._wake.clear()
             if self._stop.is_set():
                 break
-            self.process()
+            self.act()
             if self._notified and self._stop.wait(random.uniform(0, s.notify_spread)):
                 break
             if self._notified or time.monotonic() >= next_poll:
@@ -215,8 +215,11 @@ class FleetFollower:
             self._actions.put(("reject", version, f"the serving loop refused it: {payload.get('reason')}"))
             self._wake.set()
 
-    def on_frame(self, frame: JudgedFrame) -> None:
-        """The cell's judged frame (a stage of the cell, :class:`edgekit.inspect.stage.ModelFollower`)."""
+    def open(self, context: StageContext) -> None:  # a stage of the cell: open_follower started it
+        pass
+
+    def process(self, frame: JudgedFrame) -> None:
+        """The cell's judged frame, for the health check of a version on trial."""
         self.observe(*frame_health(frame.result, frame.decisions, frame.parts))
 
     def observe(self, score: float | None, failed: bool | None = None, error: bool = False) -> None:
@@ -229,7 +232,7 @@ class FleetFollower:
         elif self._held is not None and self.health.baseline_ready:
             self._wake.set()
 
-    def process(self) -> None:
+    def act(self) -> None:
         """Act on health verdicts and refusals reported since the last call (the follower's thread
         does this; call it yourself when the follower runs without one)."""
         while True:
