@@ -235,12 +235,19 @@ class Cell:
             self.events.model_version = f"{path.stem}@{digest}"
         labels = self.detector.labels
         context = self._context(list(labels) if labels else None)
+        stack.callback(self._close_stages)
         for stage in [*config_stages(cfg, metrics=self.metrics is not None, follower=self.fleet),
                       *self._extra_stages]:
+            self.stages.append(stage)  # first: a stage whose open fails half-way is closed too
             if stage is not self.fleet:  # opened above, before the model folder
-                stack.callback(stage.close)  # safe on a stage whose open failed half-way
                 stage.open(context)
-            self.stages.append(stage)
+
+    def _close_stages(self) -> None:
+        """Close the stages, newest first (the follower apart: it outlives the model folder it feeds)."""
+        stages, self.stages = self.stages, []
+        for stage in reversed(stages):
+            if stage is not self.fleet:
+                stage.close()
 
     def _context(self, labels: list[str] | None = None) -> StageContext:
         return StageContext(self.config, self.events, self.live, metrics=self.metrics, labels=labels,
@@ -384,14 +391,12 @@ class Cell:
         self._opened = False
         self.watchdog.stopping()
         try:
-            for stage in reversed(self.stages):  # rejects still due go out (and are reported) before "stopped"
-                if stage is not self.fleet:  # the follower outlives the model folder it feeds (closed below)
-                    stage.close()
+            self._close_stages()  # rejects still due go out (and are reported) before "stopped"
             if not self._checking:
                 self.events.emit(EventKind.STATUS, {"state": "stopped", "decisions": self.published,
                                                     "error": str(error) if error else None})
         finally:
-            self.stages, self._serving = [], None
+            self._serving = None
             self._rejects.clear()
             self._stack.close()
 
