@@ -11,7 +11,6 @@ never holds up the loop.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgekit.inspect.encoder import GpioEncoder
