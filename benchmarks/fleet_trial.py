@@ -31,10 +31,11 @@ import sys
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edgekit.fleet.health import EXTEND, Health, HealthThresholds, HealthTracker  # noqa: E402
+from edgekit.fleet.health import EXTEND, Health, HealthThresholds, HealthTracker, frame_health  # noqa: E402
 
 Frame = tuple  # (top score or None, FAIL or None)
 
@@ -62,9 +63,12 @@ def record(demo: Path, frames: int, seed: int, threshold: str | None) -> dict[st
             folder.mkdir()
             (folder / "inspection.toml").write_text(body)
             seen: list[Frame] = []
-            with Cell.from_config(load_config(folder / "inspection.toml")) as cell:
-                cell.fleet = SimpleNamespace(observe=lambda score, failed, error=False: seen.append(
-                    (None if score is None else round(score, 4), failed)))
+            def health(frame: Any, seen: list[Frame] = seen) -> None:  # what the follower's stage observes
+                score, failed = frame_health(frame.result, frame.decisions, frame.parts)
+                seen.append((None if score is None else round(score, 4), failed))
+
+            stage = SimpleNamespace(open=lambda context: None, process=health, close=lambda: None)
+            with Cell(load_config(folder / "inspection.toml"), stages=[stage]) as cell:
                 for _ in cell.run():
                     pass
             out[mode] = seen

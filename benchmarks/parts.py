@@ -42,7 +42,7 @@ import numpy as np
 from edgekit.demo.conveyor import make_video
 from edgekit.demo.scene import CLASS_NAMES, PART
 from edgekit.inspect.parts import PartInspector, PartsOptions
-from edgekit.inspect.partsreport import crossing_truth, score_parts
+from edgekit.inspect.parts.report import crossing_truth, score_parts
 from edgekit.inspect.plc import ModbusOutput, ModbusTarget, Rejector
 from edgekit.results import Detections
 from edgekit.runtimes.timing import machine_line

@@ -126,11 +126,11 @@ def write_summary(result: DemoResult, options: DemoOptions, truth: Any) -> Path:
 
 
 def _parts_lines(result: DemoResult, truth: Any) -> list[str]:
-    """The per-part table (edgekit.inspect.partsreport) when the cell judged parts."""
+    """The per-part table (edgekit.inspect.parts.report) when the cell judged parts."""
     if result.inspect is None or not result.inspect.parts:
         return []
     from edgekit.demo.scene import PART
-    from edgekit.inspect.partsreport import parts_section
+    from edgekit.inspect.parts.report import parts_section
 
     return parts_section(result.inspect.parts, truth.frames, truth.parts, part_class=PART, line_x=truth.size // 2)
 

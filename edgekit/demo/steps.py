@@ -165,7 +165,7 @@ mode = "continuous"
 directory = "events"
 """
     if size is not None:
-        from edgekit.inspect.partsreport import parts_tables
+        from edgekit.inspect.parts.report import parts_tables
 
         text += parts_tables(size, size, defects=DEFECTS, defect_threshold=THRESHOLD)
     path = out / "inspection.toml"

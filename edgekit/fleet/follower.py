@@ -28,13 +28,12 @@ from edgekit.fleet.settings import FleetSettings, Trust
 from edgekit.fleet.state import FollowerState, Outcome, Phase, TrialPhase, VersionTrial
 from edgekit.fleet.status import DeviceStatus
 from edgekit.fleet.poll import ChannelReader
-from edgekit.fleet.staging import REFUSED, Staging, prune_versions
+from edgekit.fleet.staging import REFUSED, Staging
 from edgekit.fleet.transport import TooLarge, TransferError
 from edgekit.fleet.verify import VerificationError, local_problem
 from edgekit.inspect.events import EventKind
-from edgekit.inspect.modelwatch import find_versions
-from edgekit.inspect.stage import JudgedFrame
-from edgekit.sinks.durable import fsync_dir
+from edgekit.inspect.versions import Hidden, VersionFolder
+from edgekit.inspect.stage import JudgedFrame, StageContext
 
 __all__ = ["FleetFollower", "Phase", "Outcome", "VerificationError"]
 
@@ -71,6 +70,7 @@ class FleetFollower:
             _crypto()  # say now, not at the first release, that cryptography is missing
         self.root = Path(model_dir)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.versions = VersionFolder(self.root)  # its folder names and self-test, shared with the watcher
         self._state_path = Path(state_dir) / "fleet.json"
         self._state_path.parent.mkdir(parents=True, exist_ok=True)
         self.state = FollowerState.load(self._state_path)
@@ -80,7 +80,7 @@ class FleetFollower:
         self.pending: int | None = None
         self.phase = Phase.STARTING
         self.last_error: str | None = None
-        self.staging = Staging(self.root, settings.channel, self.key, timeout=settings.timeout,
+        self.staging = Staging(self.versions, settings.channel, self.key, timeout=settings.timeout,
                                max_bytes=settings.max_download_bytes, stop=threading.Event(), isolate=isolate)
         self.selftest: dict[str, Any] | None = None  # the last golden self-test's cases and result
         self.channel: Channel | None = None
@@ -108,15 +108,14 @@ class FleetFollower:
                 self._reject(t.version, f"the process ended during the {t.phase.value} of version {t.version} "
                                         "(an interpreter crash?)")
             elif t is not None:  # a clean stop before or during its trial: it starts over, on a new baseline
-                self.staging.unplace(t.version)
+                self.versions.demote(t.version)
                 st.trial = None
             st.running = True
             self._save()
-            for leftover in [*self.root.glob(".staging-*"), *self.root.glob(".rejected-*")]:
-                number = leftover.name.rsplit("-", 1)[1]
-                if leftover.name.startswith(".rejected-") or not number.isdigit() or int(number) in st.rejected:
-                    shutil.rmtree(leftover, ignore_errors=True)  # a staging folder of a live version is resumed
-            for version, path in sorted(find_versions(self.root).items()):
+            for left in self.versions.leftovers():
+                if left.kind is Hidden.REJECTED or left.version is None or left.version in st.rejected:
+                    shutil.rmtree(left.path, ignore_errors=True)  # a staging folder of a live version is resumed
+            for version, path in sorted(self.versions.find().items()):
                 why = local_problem(path.parent, self.key)
                 if why is not None:
                     self._reject(version, why, action="refused")
@@ -128,7 +127,7 @@ class FleetFollower:
             ModelError: none arrived within `timeout` seconds (the last error says why).
         """
         deadline = time.monotonic() + timeout
-        while not find_versions(self.root):
+        while not self.versions.find():
             if self.sync() is Outcome.INSTALLED:
                 continue
             if time.monotonic() > deadline:
@@ -183,7 +182,7 @@ class FleetFollower:
             self._wake.clear()
             if self._stop.is_set():
                 break
-            self.process()
+            self.act()
             if self._notified and self._stop.wait(random.uniform(0, s.notify_spread)):
                 break
             if self._notified or time.monotonic() >= next_poll:
@@ -215,8 +214,11 @@ class FleetFollower:
             self._actions.put(("reject", version, f"the serving loop refused it: {payload.get('reason')}"))
             self._wake.set()
 
-    def on_frame(self, frame: JudgedFrame) -> None:
-        """The cell's judged frame (a stage of the cell, :class:`edgekit.inspect.stage.ModelFollower`)."""
+    def open(self, context: StageContext) -> None:  # a stage of the cell: open_follower started it
+        pass
+
+    def process(self, frame: JudgedFrame) -> None:
+        """The cell's judged frame, for the health check of a version on trial."""
         self.observe(*frame_health(frame.result, frame.decisions, frame.parts))
 
     def observe(self, score: float | None, failed: bool | None = None, error: bool = False) -> None:
@@ -229,7 +231,7 @@ class FleetFollower:
         elif self._held is not None and self.health.baseline_ready:
             self._wake.set()
 
-    def process(self) -> None:
+    def act(self) -> None:
         """Act on health verdicts and refusals reported since the last call (the follower's thread
         does this; call it yourself when the follower runs without one)."""
         while True:
@@ -287,7 +289,7 @@ class FleetFollower:
         return self._follow(self.channel)
 
     def _follow(self, channel: Channel) -> Outcome:
-        target, installed = channel.version, find_versions(self.root)
+        target, installed = channel.version, self.versions.find()
         if channel.halted:
             if target in installed:
                 self._reject(target, "halted by the release (edgekit release --halt)")
@@ -328,9 +330,9 @@ class FleetFollower:
         self._save()
         self.phase = Phase.TESTING
         try:
-            self.selftest = {"version": version, **self.staging.self_test(version)}
+            self.selftest = {"version": version, **self.staging.self_test(version).to_dict(), "passed": True}
         except ModelError as exc:
-            self.staging.drop(version)
+            self.versions.drop(version)
             self.selftest = {"version": version, "cases": None, "passed": False, "reason": str(exc)}
             self._reject(version, f"golden self-test failed: {exc}", action="refused")
             raise
@@ -349,14 +351,14 @@ class FleetFollower:
         version, manifest = self._held, self._held_manifest
         if version is None or manifest is None:
             return False
-        installed = find_versions(self.root)
+        installed = self.versions.find()
         if installed and (self.serving is None or not self.health.baseline_ready or self.health.on_trial is not None):
             if self.phase is not Phase.BASELINE:
                 self.phase = Phase.BASELINE
                 self.publish_status()
             return False
         previous = self.serving if installed else None
-        self.staging.place(version)
+        self.versions.promote(version)
         self._held = self._held_manifest = None
         with self._state_lock:  # a first version has nothing to compare with or return to: no trial
             self.state.trial = VersionTrial(version, previous, TrialPhase.INSTALLED) if previous is not None else None
@@ -365,13 +367,13 @@ class FleetFollower:
         self._emit("installed", version=version, previous=previous, files=len(manifest.files),
                    bytes=manifest.total_size, baseline=self.health.baseline_frames if previous else 0,
                    selftest=self.selftest)
-        prune_versions(self.root, self.s.keep_versions,
-                       (self.serving, self.state.trial.previous if self.state.trial else None))
+        self.versions.prune(self.s.keep_versions,
+                            (self.serving, self.state.trial.previous if self.state.trial else None))
         return True
 
     def _drop_held(self) -> None:
         if self._held is not None:
-            self.staging.drop(self._held)
+            self.versions.drop(self._held)
             with self._state_lock:
                 if self.state.trial is not None and self.state.trial.version == self._held:
                     self.state.trial = None
@@ -385,16 +387,11 @@ class FleetFollower:
 
     # --- rolling back and reporting --------------------------------------------------------
     def _reject(self, version: int, reason: str, action: str = "rollback", **details: Any) -> None:
-        folder = self.root / str(version)
-        others = [v for v in find_versions(self.root) if v != version]
-        if folder.exists() and (others or action == "refused"):
-            aside = self.root / f".rejected-{version}"
-            shutil.rmtree(aside, ignore_errors=True)
-            folder.rename(aside)  # the watcher sees the version gone and returns to the highest left
-            fsync_dir(self.root)
-            shutil.rmtree(aside, ignore_errors=True)
-        elif folder.exists():
+        others = [v for v in self.versions.find() if v != version]
+        if not (others or action == "refused") and self.versions.folder(version).exists():
             reason += "; no earlier version to roll back to, so it keeps serving"
+        else:
+            self.versions.reject(version)  # the watcher sees it gone and returns to the highest left
         with self._state_lock:
             self.state.rejected[version] = reason
             if self.state.trial is not None and self.state.trial.version == version:

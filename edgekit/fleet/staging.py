@@ -1,15 +1,17 @@
-"""The hidden ``.staging-<v>`` folders of a device's versioned model folder.
+"""Bringing a release's version into the hidden staging folder of a device's versioned model folder
+(:class:`edgekit.inspect.versions.VersionFolder`, where the folder names are spelled).
 
 A version is downloaded there (resumed where a broken transfer stopped), every file checked
-against the signed manifest before anything reads it, the golden self-test run, and only then
-renamed into place, where the serving loop's watcher sees it appear whole. :class:`Staging`
-does the file work; the follower decides when (:mod:`edgekit.fleet.follower`).
+against the signed manifest before anything reads it, and the folder's one golden self-test run
+(the serving loop's own); the follower then promotes it into place, where the watcher sees it
+appear whole. :class:`Staging` does the transfer; the follower decides when (:mod:`edgekit.fleet.follower`).
 """
 
 from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,9 @@ from edgekit.fleet.keys import SignatureError
 from edgekit.fleet.manifest import Channel, FileEntry, ManifestError, ReleaseManifest
 from edgekit.fleet.transport import TooLarge, TransferError, fetch, join_url
 from edgekit.fleet.verify import VerificationError, download_verified
-from edgekit.inspect.modelwatch import find_versions
-from edgekit.sinks.durable import fsync_dir
+from edgekit.inspect.versions import SelfTest, VersionFolder
 
-__all__ = ["Staging", "BAD_BYTES", "REFUSED", "prune_versions"]
+__all__ = ["Staging", "BAD_BYTES", "REFUSED"]
 
 # what deletes a staged version (bad bytes); a TransferError keeps what arrived for a resume
 BAD_BYTES: tuple[type[Exception], ...] = (TooLarge, ManifestError, VerificationError)
@@ -29,18 +30,16 @@ REFUSED: tuple[type[Exception], ...] = (*BAD_BYTES, SignatureError)
 
 
 class Staging:
-    """Downloads, verifies, self-tests and places versions of `root` from the channel at `channel_url`.
+    """Downloads, verifies and self-tests versions from the channel at `channel_url` into the
+    staging folders of `versions`.
 
     ``received`` counts every byte that came over the wire for a version (refused ones too)."""
 
-    def __init__(self, root: Path, channel_url: str, key: Any, *, timeout: float, max_bytes: int,
+    def __init__(self, versions: VersionFolder, channel_url: str, key: Any, *, timeout: float, max_bytes: int,
                  stop: threading.Event, isolate: bool) -> None:
-        self.root, self.url, self.key = root, channel_url, key
+        self.versions, self.url, self.key = versions, channel_url, key
         self.timeout, self.max_bytes, self.stop, self.isolate = timeout, max_bytes, stop, isolate
         self.received = 0
-
-    def folder(self, version: int) -> Path:
-        return self.root / f".staging-{version}"
 
     def fetch(self, channel: Channel, version: int) -> ReleaseManifest:
         """Bring ``.staging-<version>`` to exactly the files its signed manifest names.
@@ -49,8 +48,7 @@ class Staging:
             SignatureError, ManifestError, VerificationError, TooLarge: bad bytes (the folder is deleted).
             TransferError: a broken transfer (what arrived is kept; the next call resumes it).
         """
-        entry, stage = channel.releases[version], self.folder(version)
-        stage.mkdir(exist_ok=True)
+        entry, stage = channel.releases[version], self.versions.stage(version)
         try:
             manifest = self._manifest(channel, version, entry.manifest, stage)
             folder = join_url(self.url, entry.folder + "/")
@@ -93,40 +91,15 @@ class Staging:
             self.received += getattr(exc, "received", 0)  # refused bytes came over the wire too
             raise
 
-    def self_test(self, version: int) -> dict[str, Any]:
-        """Load the staged model (in a child process first with `isolate`) and reproduce its golden
-        outputs; returns ``{"cases": n, "worst": max deviation or None, "passed": True}``.
+    def self_test(self, version: int) -> SelfTest:
+        """Load the staged model (in a child process first with `isolate`) and run the folder's
+        golden self-test on it (:meth:`VersionFolder.self_test`, what the serving loop runs too).
 
         Raises:
             ModelError: it does not load, or an output differs from the release's."""
-        from edgekit.inspect.selftest import golden_inputs, self_test
         from edgekit.runtimes import load_model
 
-        stage = self.folder(version)
+        stage = self.versions.staging(version)
+        t0 = time.perf_counter()
         with load_model(stage / "model.tflite", isolate=self.isolate) as model:
-            cases, worst = self_test(model, stage, golden_inputs(stage))
-        return {"cases": cases, "worst": worst, "passed": True}
-
-    def place(self, version: int) -> None:
-        self.folder(version).rename(self.root / str(version))  # appears whole, verified and tested
-        fsync_dir(self.root)
-
-    def drop(self, version: int) -> None:
-        shutil.rmtree(self.folder(version), ignore_errors=True)
-
-    def unplace(self, version: int) -> None:
-        """Put an installed version back into staging (verified and tested again before it returns)."""
-        folder = self.root / str(version)
-        if folder.is_dir():
-            self.drop(version)
-            folder.rename(self.folder(version))
-            fsync_dir(self.root)
-
-
-def prune_versions(root: Path, keep_newest: int, also_keep: tuple[int | None, ...]) -> None:
-    """Remove installed version folders beyond the ``keep_newest`` newest, never one of ``also_keep``
-    (the serving version and the one a trial would return to)."""
-    versions = find_versions(root)
-    keep = set(sorted(versions, reverse=True)[:keep_newest]) | {v for v in also_keep if v}
-    for v in set(versions) - keep:
-        shutil.rmtree(root / str(v), ignore_errors=True)
+            return self.versions.self_test(model, stage, load_ms=(time.perf_counter() - t0) * 1e3)

@@ -53,7 +53,7 @@ class DeviceStatus:
     uptime_s: float | None = None
     channel: str | None = None
     downloaded_bytes: int = 0  # every byte received from the channel's server since start, refused ones too
-    selftest: dict[str, Any] | None = None  # the last golden self-test: version, cases, passed (worst or reason)
+    selftest: dict[str, Any] | None = None  # the last golden self-test: version, passed, cases, compared, max_error
     updated: float = 0.0
 
     def to_json(self) -> str:

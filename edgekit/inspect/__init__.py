@@ -17,12 +17,14 @@ Or only the rules, on boxes from any detector::
         verdict = inspector.check(boxes_xyxy, labels, scores)
         print(verdict.label, [r.to_dict() for r in verdict.failed])
 
-What lives here: ``cell`` (the service), ``engine`` (what the cell needs of a detector),
-``schema`` (the file's one schema and reader), ``config``/``sinkconfig``/``tomlpos`` (the TOML
-file), ``rules``/``inspector``/``triggers`` (zones, rules, PASS/FAIL per frame or trigger),
-``events``/``sequence`` (numbered events), ``metrics`` (Prometheus), ``modelwatch``/``selftest``/
-``hotswap`` (hot model updates), ``systemd`` (sd_notify and the watchdog), ``check``
-(``edgekit inspect --check``).
+What lives here: ``cell`` (the service), ``stage``/``stages`` (the pipeline each frame runs
+through, and which stages a config asks for), ``live`` (what an open cell publishes),
+``engine`` (what the cell needs of a detector), ``schema`` (the file's one schema and reader),
+``config``/``sinkconfig``/``tomlpos`` (the TOML file), ``rules``/``inspector``/``triggers`` (zones,
+rules, PASS/FAIL per frame or trigger), ``parts/`` (one verdict per part), ``events``/``sequence``
+(numbered events), ``metrics`` (Prometheus), ``versions``/``modelwatch``/``selftest``/``hotswap``
+(the versioned model folder and hot model updates), ``systemd`` (sd_notify and the watchdog),
+``check`` (``edgekit inspect --check``).
 
 Names are loaded on first use, so ``import edgekit.inspect.events`` (as the sinks' users do)
 does not load the config parser or the cell.

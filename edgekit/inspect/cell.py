@@ -1,5 +1,7 @@
-"""The inspection cell: detector, zones and rules, events to the sinks, metrics, hot model updates
-and the systemd watchdog, opened in order and closed in reverse. What ``edgekit inspect`` runs::
+"""The inspection cell: a detector's frames through a pipeline of stages (parts, rules, metrics, a
+release channel's health check, the dashboard: :mod:`edgekit.inspect.stage`), events to the sinks,
+hot model updates and the systemd watchdog, opened in order and closed in reverse. What
+``edgekit inspect`` runs::
 
     from edgekit.inspect import Cell, load_config
 
@@ -10,50 +12,42 @@ and the systemd watchdog, opened in order and closed in reverse. What ``edgekit 
 
 Every decision is also an event in the configured sinks (files, MQTT, webhook), numbered
 across restarts. :meth:`Cell.stop` (from a signal handler or another thread) ends
-:meth:`Cell.run` after the frames already inferred.
+:meth:`Cell.run` after the frames already inferred. :meth:`Cell.live` is what the cell publishes
+about itself (:class:`~edgekit.inspect.live.LiveState`); the stages read that, never the cell.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from edgekit.errors import EdgekitError
 from edgekit.inspect.config import InspectionConfig
 from edgekit.inspect.engine import CellDetector, ResultStream
 from edgekit.inspect.events import EventEmitter, EventKind, EventSink, SequenceCounter
-from edgekit.inspect.inspector import Decision, Inspector
+from edgekit.inspect.inspector import Decision
+from edgekit.inspect.live import LiveState, ModelState, RejectState, Tallies, sink_state
 from edgekit.inspect.metrics import CellMetrics
-from edgekit.inspect.stage import JudgedFrame, ModelFollower, Stage, follower_opener
+from edgekit.inspect.stage import JudgedFrame, ModelFollower, Stage, StageContext, follower_opener
+from edgekit.inspect.stages import config_stages
 from edgekit.inspect.systemd import Watchdog
-from edgekit.inspect.triggers import TriggerMode
-from edgekit.results import Detections, Segmentation
+from edgekit.inspect.verdict import Verdict
 
 if TYPE_CHECKING:  # OpenCV and the loop load when a cell opens, not when edgekit.inspect is imported
-    from edgekit.inspect.dashboard import Dashboard
-    from edgekit.inspect.parts import PartVerdict
-    from edgekit.inspect.perpart import PartsStage
+    from edgekit.inspect.parts.options import PartVerdict
     from edgekit.loop import LoopSummary
-    from edgekit.results import FrameResult
     from edgekit.tasks import DetectorOptions
     from edgekit.sources import SourceSpec, VideoSource
 
 __all__ = ["Cell", "CellNotOpen", "source_spec", "config_sinks"]
 
+S = TypeVar("S")
+
 
 class CellNotOpen(EdgekitError, RuntimeError):
     """:meth:`Cell.run` was called on a cell that is not open (use it in a ``with`` block)."""
-
-
-def _judged(result: FrameResult) -> tuple[Detections, list[int] | None]:
-    """What the rules judge in a frame: a detector's boxes (areas: their own), or a segmenter's
-    regions as boxes with the pixels they cover as areas (rules' min_area)."""
-    if isinstance(result.result, Segmentation):
-        return result.result.as_detections(), [r.area for r in result.result.regions]
-    return result.detections, None
 
 
 def source_spec(config: InspectionConfig) -> SourceSpec:
@@ -109,6 +103,8 @@ class Cell:
             it and closes it); any :class:`~edgekit.inspect.engine.CellDetector`.
         source: read frames from here instead of the config's ``[source]``.
         sinks: more event sinks, beside the config's; the cell closes them.
+        stages: more stages (:class:`~edgekit.inspect.stage.Stage`), run after the config's on
+            every frame; the cell opens and closes them.
 
     Raises (when opened):
         ConfigError: a rule names a label the model lacks; the state folder, a sink or the
@@ -118,20 +114,24 @@ class Cell:
 
     def __init__(self, config: InspectionConfig, *, model_dir: str | None = None,
                  detector: CellDetector | None = None, source: VideoSource | SourceSpec | None = None,
-                 sinks: Sequence[EventSink] = (), isolate: bool | None = None) -> None:
+                 sinks: Sequence[EventSink] = (), stages: Sequence[Stage] = (),
+                 isolate: bool | None = None) -> None:
         self.config = config
         self.isolate = isolate  # try a fixed model file in a child process first (load_model(isolate=))
         self.model_dir = model_dir or config.model.dir
         self.watchdog = Watchdog()
         self.metrics: CellMetrics | None = None
-        self.parts: PartsStage | None = None  # per-part mode (opened with the cell)
-        self.dashboard: Dashboard | None = None  # the operator's page ([dashboard])
         self.fleet: ModelFollower | None = None  # [model] channel: the release channel's follower (edgekit.fleet)
-        self.stages: list[Stage] = []  # what watches each judged frame: the follower, the dashboard
-        self.published = 0  # decisions published as events so far
+        self.stages: list[Stage] = []  # what each frame runs through, in order (opened with the cell)
         self._given_detector = detector
         self._given_source = source
         self._extra_sinks = list(sinks)
+        self._extra_stages = list(stages)
+        self._serving: CellDetector | None = None  # the detector, once opened
+        self._captured = self._processed = self._errors = 0
+        self._frame_tally = {v: 0 for v in Verdict}
+        self._part_tally = {v: 0 for v in Verdict}
+        self._rejects: list[Callable[[], RejectState | None]] = []
         self._stack = contextlib.ExitStack()
         self._stream: ResultStream | None = None
         self._summary: LoopSummary | None = None
@@ -219,13 +219,14 @@ class Cell:
         elif self.model_dir:
             if cfg.fleet is not None and not self._checking:  # first the channel's verified version into the folder
                 opener = follower_opener("fleet", f"{cfg.path}: [model] channel")
-                self.fleet = opener(cfg, self.model_dir, self.events, stack, self.isolate)
-                self.stages.append(self.fleet)
+                self.fleet = opener(self._context(), self.model_dir, self.isolate)
+                stack.callback(self.fleet.close)
             self.detector = stack.enter_context(contextlib.closing(self._hot_swap(self._options(), self.model_dir)))
         elif cfg.model.path:
             self.detector = stack.enter_context(contextlib.closing(self._fixed(self._options())))
         else:
             raise ModelError("no model: set [model] path or dir in the config, or pass --model-dir")
+        self._serving = self.detector
         if not self.model_dir:
             # A fixed file has no version folder: name it by its content, so events still tell
             # which model judged them and a replaced file shows up as a new version.
@@ -233,19 +234,24 @@ class Cell:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
             self.events.model_version = f"{path.stem}@{digest}"
         labels = self.detector.labels
-        cfg.check_labels(list(labels) if labels else None)  # no labels: the rules would count nothing
-        self.inspector = stack.enter_context(Inspector.from_config(cfg))
-        self._per_frame = cfg.parts is None or bool(cfg.rules) or cfg.trigger.mode is not TriggerMode.CONTINUOUS
-        if cfg.parts is not None:
-            from edgekit.inspect.perpart import PartsStage
+        context = self._context(list(labels) if labels else None)
+        stack.callback(self._close_stages)
+        for stage in [*config_stages(cfg, metrics=self.metrics is not None, follower=self.fleet),
+                      *self._extra_stages]:
+            self.stages.append(stage)  # first: a stage whose open fails half-way is closed too
+            if stage is not self.fleet:  # opened above, before the model folder
+                stage.open(context)
 
-            cfg.parts.check_labels(list(labels) if labels else None)
-            self.parts = stack.enter_context(PartsStage(cfg.parts, self.events, self.metrics, cfg.state_dir))
-        if cfg.dashboard is not None:
-            from edgekit.inspect.dashboard import DashboardStage, cell_dashboard
+    def _close_stages(self) -> None:
+        """Close the stages, newest first (the follower apart: it outlives the model folder it feeds)."""
+        stages, self.stages = self.stages, []
+        for stage in reversed(stages):
+            if stage is not self.fleet:
+                stage.close()
 
-            self.dashboard = stack.enter_context(cell_dashboard(self, cfg.dashboard))
-            self.stages.append(DashboardStage(self.dashboard, self.parts))
+    def _context(self, labels: list[str] | None = None) -> StageContext:
+        return StageContext(self.config, self.events, self.live, metrics=self.metrics, labels=labels,
+                            checking=self._checking, report_rejects=self._rejects.append)
 
     def _options(self) -> DetectorOptions:
         from edgekit.tasks import DetectorOptions
@@ -313,72 +319,64 @@ class Cell:
         if not self._opened:
             raise CellNotOpen("open the cell first: `with Cell.from_config(config) as cell: ...`")
         self._stream = stream = self._open_stream(max_frames, duration)
-        processed, checked_frame, last_queue = 0, False, 0.0
+        checked_frame = False
         try:
             with contextlib.closing(stream):
                 self.watchdog.ready(f"inspecting {self.config.source.target}")
                 for result in stream:
                     self.watchdog.ping()
-                    processed += 1
                     if not checked_frame and result.frame is not None:
                         h, w = result.frame.shape[:2]
                         self.config.check_frame(w, h)
                         checked_frame = True
-                    parts: list[PartVerdict] = []
-                    if self.parts is not None:
-                        parts = self.parts.process(result)  # all of the frame's published before any is yielded
-                        yield from parts
-                    decisions = self._decisions(result) if self._per_frame else []
-                    for decision in decisions:
-                        if self._publish(decision):
-                            yield decision
-                    self._observe(result, processed)
-                    if self.stages:  # the follower's health check of a version on trial; the dashboard
-                        outcome = JudgedFrame(result, decisions, parts)
-                        for stage in self.stages:
-                            stage.on_frame(outcome)
-                    if time.monotonic() - last_queue > 1.0:
-                        self._queue_gauges()
-                        last_queue = time.monotonic()
+                    frame = JudgedFrame(result)
+                    for stage in self.stages:
+                        stage.process(frame)
+                    self._tally(frame)
+                    yield from frame.parts  # all of the frame's published before any is yielded
+                    yield from frame.published
         finally:
             self._summary = stream.summary
+
+    def _tally(self, frame: JudgedFrame) -> None:
+        self._processed += 1
+        self._captured = frame.result.index + 1  # frame indices count every frame the source produced
+        for decision in frame.published:
+            if decision.verdict is None:
+                self._errors += 1
+            else:
+                self._frame_tally[decision.verdict.verdict] += 1
+        for part in frame.parts:
+            self._part_tally[part.outcome] += 1
+
+    @property
+    def published(self) -> int:
+        """Per-frame decisions published as events so far."""
+        return sum(self._frame_tally.values()) + self._errors
+
+    def live(self) -> LiveState:
+        """What the cell publishes about itself now (any thread; a few counters and a look at
+        each sink's queue). Stages read this, not the cell's attributes."""
+        model = None
+        if self._serving is not None:
+            m = self._serving.model
+            model = ModelState(self.events.model_version, Path(m.path).name,
+                               getattr(m.backend, "name", str(m.backend)))
+        rejects = next((r for r in (source() for source in self._rejects) if r is not None), None)
+        return LiveState(device=self.config.device, model=model, captured=self._captured,
+                         processed=self._processed,
+                         tallies=Tallies(dict(self._frame_tally), self._errors, dict(self._part_tally)),
+                         sinks=tuple(sink_state(s) for s in self.events.sinks), sink_errors=self.events.sink_errors,
+                         rejects=rejects)
+
+    def stage(self, kind: type[S]) -> S | None:
+        """The cell's open stage of type ``kind`` (None: it runs none), e.g. ``cell.stage(PartsStage)``."""
+        return next((s for s in self.stages if isinstance(s, kind)), None)
 
     @property
     def summary(self) -> LoopSummary | None:
         """The loop's figures of the last :meth:`run` (None before one)."""
         return self._summary if self._stream is None or self._summary is not None else self._stream.summary
-
-    def _decisions(self, result: FrameResult) -> list[Decision]:
-        d, areas = _judged(result)
-        return self.inspector.process(d.xyxy, d.labels, d.scores, areas=areas, frame=result.index,
-                                      captured_at=result.capture_ts)
-
-    def _publish(self, decision: Decision) -> bool:
-        if self.metrics is not None and decision.verdict is not None:
-            self.metrics.observe_verdict(decision.verdict.passed)
-        if decision.publish:
-            self.published += 1
-            self.events.emit(EventKind.INSPECTION, decision.to_payload())
-        return decision.publish
-
-    def _observe(self, result: FrameResult, processed: int) -> None:
-        if self.metrics is None:
-            return
-        captured = result.index + 1  # frame indices count every frame the source produced
-        self.metrics.frame_counts(captured=captured, processed=processed, dropped=max(0, captured - processed))
-        self.metrics.observe_inference(result.stages.inference / 1e3)
-        self.metrics.observe_capture_to_result(result.latency_ms / 1e3)
-
-    def _queue_gauges(self) -> None:
-        if self.metrics is None:
-            return
-        for sink in self.events.sinks:
-            queue = getattr(sink, "queue", None)
-            if queue is not None:
-                self.metrics.set_queued(type(sink).__name__.replace("Sink", "").lower(), len(queue))
-        if self.events.last_error:
-            self.metrics.record_error("sinks", self.events.last_error)
-            self.events.last_error = None
 
     # --- stopping -----------------------------------------------------------------------
     def stop(self, reason: str) -> None:
@@ -393,12 +391,13 @@ class Cell:
         self._opened = False
         self.watchdog.stopping()
         try:
-            if self.parts is not None:  # rejects still due go out (and are reported) before "stopped"
-                self.parts.close()
+            self._close_stages()  # rejects still due go out (and are reported) before "stopped"
             if not self._checking:
                 self.events.emit(EventKind.STATUS, {"state": "stopped", "decisions": self.published,
                                                     "error": str(error) if error else None})
         finally:
+            self._serving = None
+            self._rejects.clear()
             self._stack.close()
 
     def __exit__(self, *exc: object) -> None:

@@ -1,13 +1,5 @@
-"""Hot model updates from a versioned folder, the way TensorFlow Serving picks up versions.
-
-::
-
-    models/inspection/
-        golden/hopper.npy          inputs every version must run cleanly (RGB uint8 images, or
-                                   arrays of the model's input)
-        1/model.tflite
-        2/model.tflite
-        2/golden/hopper.npz        optional: what version 2 must output for golden/hopper.npy
+"""Hot model updates from a versioned folder (:mod:`edgekit.inspect.versions`: numbered version
+folders, golden inputs), the way TensorFlow Serving picks up versions.
 
 The highest version that loads, keeps the serving model's task, output format and labels, and
 passes its self-test serves (its input may differ: an int8 model may be replaced by its float32
@@ -36,11 +28,11 @@ from typing import Any, Callable, NamedTuple
 from edgekit.errors import InputError, ModelError
 from edgekit.inspect.events import EventKind
 from edgekit.runtimes import Model, load_model
-from edgekit.inspect.selftest import (ModelRefused, compatible, golden_inputs, run_golden, self_test,
-                              write_expected_outputs)
+from edgekit.inspect.selftest import ModelRefused, compatible, self_test, write_expected_outputs
+from edgekit.inspect.versions import SelfTest, VersionFolder, find_versions
 
 __all__ = ["ModelVersion", "ModelWatcher", "ModelRefused", "SelfTest", "find_versions", "self_test",
-           "write_expected_outputs"]  # the last two from edgekit.inspect.selftest, re-exported
+           "write_expected_outputs"]  # all but the first two re-exported from selftest and versions
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +49,6 @@ class ModelVersion:
         return f"{self.name}/{self.version}"
 
 
-@dataclass(frozen=True)
-class SelfTest:
-    cases: int  # golden inputs run
-    compared: int  # of them, checked against the version's expected outputs
-    max_error: float | None  # largest |output - expected| over the compared cases
-    load_ms: float
-    warmup_ms: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"cases": self.cases, "compared": self.compared, "max_error": self.max_error,
-                "load_ms": round(self.load_ms, 1), "warmup_ms": round(self.warmup_ms, 1)}
-
-
 class _Ready(NamedTuple):
     """A version loaded, checked and tested, waiting to serve."""
 
@@ -77,27 +56,6 @@ class _Ready(NamedTuple):
     model: Model
     test: SelfTest
     prepared: Any
-
-
-def find_versions(root: Path) -> dict[int, Path]:
-    """Version number -> its model file, for numeric subfolders holding ``model.tflite`` (or a
-    single ``*.tflite``). Files reached through a link leading out of `root` are left out."""
-    out: dict[int, Path] = {}
-    real_root = root.resolve()
-    for sub in root.iterdir() if root.is_dir() else ():
-        if not sub.name.isdigit() or not sub.is_dir():
-            continue
-        model = sub / "model.tflite"
-        if not model.is_file():
-            found = sorted(sub.glob("*.tflite"))
-            if len(found) != 1:
-                continue
-            model = found[0]
-        if real_root not in model.resolve().parents:
-            log.warning("ignoring %s: it points outside %s", model, root)
-            continue
-        out[int(sub.name)] = model
-    return out
 
 
 class ModelWatcher:
@@ -126,6 +84,7 @@ class ModelWatcher:
                  prepare: Callable[[Model], Any] | None = None, isolate: bool = True,
                  vet: Callable[[Path], str | None] | None = None) -> None:
         self.root = Path(root)
+        self.versions = VersionFolder(self.root)
         self.isolate, self._vet = isolate, vet
         self.name = self.root.resolve().name
         self._load_kw: dict[str, Any] = {"delegate": delegate, "num_threads": num_threads}
@@ -156,7 +115,7 @@ class ModelWatcher:
         Raises:
             ModelError: the folder holds no version that loads and passes its self-test.
         """
-        versions = find_versions(self.root)
+        versions = self.versions.find()
         if not versions:
             raise ModelError(f"model folder {str(self.root)!r} has no version: expected "
                              f"{self.root}/1/model.tflite (numbered subfolders)")
@@ -191,7 +150,7 @@ class ModelWatcher:
 
     def poll(self) -> None:
         """Scan the folder once and prepare a version that should serve (blocking)."""
-        versions = find_versions(self.root)
+        versions = self.versions.find()
         stats = {v: _stat(p) for v, p in versions.items()}
         settled = {v for v, s in stats.items() if self._seen.get(v) == s}
         self._seen = stats
@@ -225,15 +184,9 @@ class ModelWatcher:
             load_ms = (time.perf_counter() - t0) * 1e3
             if self._model is not None and (why := compatible(model, self._model)):
                 raise ModelRefused(why)
-            golden = golden_inputs(mv.path.parent) or golden_inputs(self.root)  # a release's own, else the folder's
-            t1 = time.perf_counter()
-            sample = next(iter(golden.values()), None)
-            for _ in range(self.warmup):
-                run_golden(model, sample) if sample is not None else model.invoke()
-            warmup_ms = (time.perf_counter() - t1) * 1e3
-            compared, worst = self_test(model, mv.path.parent, golden)
+            test = self.versions.self_test(model, mv.path.parent, warmup=self.warmup, load_ms=load_ms)
             prepared = self._prepare_fn(model) if self._prepare_fn is not None else None
-            return _Ready(mv, model, SelfTest(len(golden), compared, worst, load_ms, warmup_ms), prepared)
+            return _Ready(mv, model, test, prepared)
         except (ModelError, InputError, ValueError, OSError) as exc:
             if model is not None:
                 model.close()

@@ -266,6 +266,7 @@ class Rejector:
         self.on_report = on_report
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=10000)
         self.counts = {kind: 0 for kind in ReportKind}
+        self.last: RejectReport | None = None  # the newest attempt or outcome
         self._check = check
         self._inbox: queue.Queue[_Job | None] = queue.Queue(max_queue)
         self._thread: threading.Thread | None = None
@@ -306,6 +307,7 @@ class Rejector:
 
     def _report(self, report: RejectReport) -> None:
         self.counts[report.kind] += 1
+        self.last = report
         if report.latency_ms is not None:
             self.latencies_ms.append(report.latency_ms)
         if self.on_report is not None:

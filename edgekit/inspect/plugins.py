@@ -7,7 +7,7 @@ a release channel) is one::
     [project.entry-points."edgekit.cell_sections"]
     fleet = "edgekit.fleet.settings:parse_fleet"
     [project.entry-points."edgekit.cell_followers"]
-    fleet = "edgekit.fleet.cellhook:open_stage"
+    fleet = "edgekit.fleet.cellhook:open_follower"
 
 The config (:mod:`edgekit.inspect.config`) asks for the parser, the cell
 (:mod:`edgekit.inspect.cell`, through :mod:`edgekit.inspect.stage`) for the follower; both find

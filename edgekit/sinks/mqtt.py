@@ -171,6 +171,10 @@ class MqttSink:
         self.queue.put_many([(e.to_json(), e.seq) for e in events])
         self._wake()
 
+    def queued(self) -> int:
+        """Events waiting on disk for delivery (what a cell's live state and metrics show)."""
+        return len(self.queue)
+
     def stats(self) -> MqttStats:
         return MqttStats(self._connected, len(self.queue), self._sent, self._acked, self._connects,
                          self._last_error)

@@ -114,6 +114,10 @@ class WebhookSink:
         if self._own_from is None or device != self._device:
             self._device, self._own_from = device, first_id
 
+    def queued(self) -> int:
+        """Events waiting on disk for delivery (what a cell's live state and metrics show)."""
+        return len(self.queue)
+
     def stats(self) -> WebhookStats:
         return WebhookStats(len(self.queue), self._delivered, self._attempts, self._rejected,
                             self._last_error)

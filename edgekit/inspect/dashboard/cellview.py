@@ -1,26 +1,27 @@
 """The dashboard of an inspection cell and of a plain detection run: what each shows and where it
-comes from (the cell's config, events, sinks and PLC; the detector's model)."""
+comes from (a cell's config, events and live state; the detector's model)."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from edgekit.inspect.dashboard.config import DashboardConfig, resolve_token
 from edgekit.inspect.dashboard.render import overlay_of
 from edgekit.inspect.dashboard.server import Dashboard
-
-from edgekit.inspect.stage import CellView, JudgedFrame
+from edgekit.inspect.plc import ReportKind
+from edgekit.inspect.stage import JudgedFrame, StageContext
 
 if TYPE_CHECKING:
     from edgekit.inspect.config import InspectionConfig
-    from edgekit.inspect.perpart import PartsStage
+    from edgekit.inspect.live import LiveState, RejectState
     from edgekit.results import FrameResult
 
-__all__ = ["DashboardSink", "DashboardStage", "cell_dashboard", "config_secrets", "detect_dashboard", "parse_serve"]
+__all__ = ["DashboardSink", "DashboardStage", "cell_dashboard", "config_secrets", "detect_dashboard", "live_status",
+           "parse_serve"]
 
 TOKEN_ENV = "EDGEKIT_DASHBOARD_TOKEN"
 
@@ -41,69 +42,80 @@ def config_secrets(config: InspectionConfig) -> list[str]:
 
 
 class DashboardStage:
-    """The dashboard as a stage of the cell: each judged frame, and the newest part verdict."""
+    """The dashboard as a stage of the cell: opened with the cell (its port bound), handed each
+    judged frame (the newest is drawn, its verdicts counted), closed with the cell.
 
-    def __init__(self, dashboard: Dashboard, parts: PartsStage | None = None) -> None:
-        self.dashboard, self.parts = dashboard, parts
+    Args:
+        config: the ``[dashboard]`` table.
+        trigger: what the page's trigger button fires (the rules' on-demand trigger), if anything.
+    """
 
-    def on_frame(self, frame: JudgedFrame) -> None:
-        """Hands over the newest frame; never waits for a viewer."""
-        self.dashboard.observe(frame.result, self.parts.last if self.parts is not None else None)
+    def __init__(self, config: DashboardConfig, trigger: Callable[[str], str] | None = None) -> None:
+        self.config, self._trigger = config, trigger
+        self.dashboard: Dashboard | None = None
+
+    def open(self, context: StageContext) -> None:
+        self.dashboard = cell_dashboard(context, self.config, self._trigger)
+        self.dashboard.start()
+
+    def process(self, frame: JudgedFrame) -> None:
+        """Hands over the newest frame and counts its verdicts; never waits for a viewer."""
+        if self.dashboard is not None:
+            self.dashboard.observe(frame.result, frame.tracked)
+            self.dashboard.state.count(frame.parts, frame.published, frame.result.timestamp)
+
+    def close(self) -> None:
+        if self.dashboard is not None:
+            self.dashboard.close()
 
 
-def _plc(cell: CellView, dash: Dashboard) -> dict[str, Any]:
-    parts = cell.parts
-    rejector = parts.rejector if parts is not None else None
-    if rejector is None:
+_PLC_STATE = {ReportKind.WRITTEN: "ok", ReportKind.RETRY: "retrying", ReportKind.FAILED: "failed",
+              ReportKind.DROPPED: "failed"}
+
+
+def _plc(rejects: RejectState | None) -> dict[str, Any]:
+    if rejects is None:
         return {"state": "none"}
-    counts = {kind.value: n for kind, n in rejector.counts.items()}
-    last = next((e for e in reversed(list(dash.state.events)) if e["kind"] == "reject"), None)
-    state = "idle" if last is None else {"written": "ok", "retry": "retrying", "failed": "failed",
-                                         "dropped": "failed"}.get(last["payload"].get("result"), "ok")
-    lat = sorted(rejector.latencies_ms)
-    return {"state": state, "outputs": [out.name for out in rejector.outputs], **counts,
-            "queued": rejector.queued, "delay_s": rejector.delay,
-            "latency_ms_p50": round(lat[len(lat) // 2], 2) if lat else None,
-            "last_error": None if last is None else last["payload"].get("error")}
+    last = rejects.last
+    return {"state": "idle" if last is None else _PLC_STATE[last.kind], "outputs": list(rejects.outputs),
+            **{kind.value: n for kind, n in rejects.counts.items()}, "queued": rejects.queued,
+            "delay_s": rejects.delay_s, "latency_ms_p50": rejects.latency_ms_p50,
+            "last_error": None if last is None else last.error}
 
 
-def _sinks(cell: CellView, dash: Dashboard) -> list[dict[str, Any]]:
-    out = []
-    for sink in cell.events.sinks:
-        if sink is dash.feed:
-            continue
-        queue = getattr(sink, "queue", None)
-        try:
-            queued = len(queue) if queue is not None else None
-        except Exception:  # noqa: BLE001 - a queue being closed
-            queued = None
-        out.append({"name": type(sink).__name__.replace("Sink", "").lower(), "queued": queued})
-    return out
+_OWN_FEED = "eventfeed"  # the dashboard's own event sink (EventFeed), not listed among the cell's
 
 
-def cell_dashboard(cell: CellView, config: DashboardConfig) -> Dashboard:
+def live_status(live: LiveState) -> dict[str, Any]:
+    """The cell's part of the dashboard's /api/status, from what the cell publishes."""
+    model = live.model
+    return {"device": live.device,
+            "model": {"version": model.version, "file": model.file, "backend": model.backend} if model else None,
+            "sinks": [{"name": s.name, "queued": s.queued} for s in live.sinks if s.name != _OWN_FEED],
+            "sink_errors": live.sink_errors, "plc": _plc(live.rejects), "time": time.time()}
+
+
+def cell_dashboard(cell: StageContext, config: DashboardConfig,
+                   trigger: Callable[[str], str] | None = None) -> Dashboard:
     """The dashboard of an open cell (not started): its zones and counting line on the live view,
-    its events through an event sink, its model, sinks and PLC in the status, and the cell's
-    on-demand trigger when ``config.trigger`` is on."""
+    its events through an event sink, its model, sinks and PLC in the status (the cell's
+    :class:`~edgekit.inspect.live.LiveState`), and ``trigger`` behind the page's button when
+    ``config.trigger`` is on."""
     cfg = cell.config
     line = cfg.parts.line if cfg.parts is not None else None
     mode = "parts" if cfg.parts is not None else "frames"
     fired = iter(range(1, 1 << 62))
 
     def status() -> dict[str, Any]:
-        model = cell.detector.model
-        version = cell.events.model_version
-        return {"device": cfg.device, "model": {"version": version, "file": Path(model.path).name,
-                                                "backend": getattr(model.backend, "name", str(model.backend))},
-                "sinks": _sinks(cell, dash), "sink_errors": cell.events.sink_errors, "plc": _plc(cell, dash),
-                "trigger_mode": cfg.trigger.mode.value, "time": time.time()}
+        return {**live_status(cell.live()), "trigger_mode": cfg.trigger.mode.value}
 
-    def trigger() -> str:
-        request = cell.inspector.trigger(f"dashboard-{next(fired)}")
-        return request.id
+    def fire() -> str:
+        if trigger is None:
+            raise RuntimeError("this cell has no trigger")
+        return trigger(f"dashboard-{next(fired)}")
 
     dash = Dashboard(config, overlay=overlay_of(cfg.zones, line, cfg.model.threshold), status=status,
-                     trigger=trigger, secrets=config_secrets(cfg), title=cfg.device, mode=mode)
+                     trigger=fire, secrets=config_secrets(cfg), title=cfg.device, mode=mode)
     cell.events.add_sink(dash.feed)
     return dash
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 import numpy as np
 
-from edgekit.inspect.dashboard.state import LiveState
+from edgekit.inspect.dashboard.state import ViewState
 
 if TYPE_CHECKING:
     from edgekit.results import FrameResult
@@ -47,7 +47,7 @@ class Overlay(NamedTuple):
 
 
 class Encoded(NamedTuple):
-    version: int  # LiveState's frame version it was made from
+    version: int  # ViewState's frame version it was made from
     frame: int  # the source's frame index
     jpeg: bytes
     made: float  # time.monotonic() when encoded
@@ -117,7 +117,7 @@ def annotate(result: FrameResult, extra: Any, overlay: Overlay, max_width: int) 
 
 
 class FrameEncoder:
-    """Encodes the newest frame of a :class:`LiveState` at most ``max_fps`` times a second, while
+    """Encodes the newest frame of a :class:`ViewState` at most ``max_fps`` times a second, while
     someone waits for one.
 
     One pacer thread (running only while viewers wait) encodes the newest frame every ``1 / max_fps``
@@ -125,7 +125,7 @@ class FrameEncoder:
     is sent, and five viewers share each encoding. Runs in the server's threads only.
     """
 
-    def __init__(self, state: LiveState, overlay: Overlay, *, max_fps: float = 5.0, max_width: int = 960,
+    def __init__(self, state: ViewState, overlay: Overlay, *, max_fps: float = 5.0, max_width: int = 960,
                  quality: int = 75, closing: threading.Event | None = None) -> None:
         self.state, self.overlay = state, overlay
         self.interval = 1.0 / max_fps

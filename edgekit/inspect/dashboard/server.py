@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 from edgekit.errors import ConfigError
 from edgekit.inspect.dashboard.config import DashboardConfig, TokenSource
 from edgekit.inspect.dashboard.render import FrameEncoder, Overlay
-from edgekit.inspect.dashboard.state import EventFeed, LiveState
+from edgekit.inspect.dashboard.state import EventFeed, ViewState
 from edgekit.inspect.events import to_jsonable
 
 __all__ = ["Dashboard", "COOKIE"]
@@ -88,7 +88,7 @@ class Dashboard:
                  status: Callable[[], dict[str, Any]] | None = None, trigger: Callable[[], str] | None = None,
                  secrets: Iterable[str | None] = (), title: str = "", mode: str = "detect") -> None:
         self.config = config
-        self.state = LiveState(recent=config.recent, shifts=config.shifts)
+        self.state = ViewState(recent=config.recent, shifts=config.shifts)
         self.closing = threading.Event()
         self.encoder = FrameEncoder(self.state, overlay, max_fps=config.max_fps, max_width=config.max_width,
                                     quality=config.quality, closing=self.closing)
@@ -179,7 +179,7 @@ class Dashboard:
         state = self.state
         return {"title": self.title, "mode": self.mode, "loop": state.figures(), "viewers": state.viewer_count(),
                 "encoded": self.encoder.encoded, "max_fps": self.config.max_fps, "trigger": self._trigger is not None,
-                "counters": state.counters.to_dict(), "frame_counters": state.frame_counters.to_dict(),
+                **state.counter_docs(),
                 "last_part": state.last_part, "last_event": state.last_event_seq, "started": state.started, **extra}
 
     def fire(self) -> str:

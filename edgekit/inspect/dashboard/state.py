@@ -1,8 +1,9 @@
 """What the dashboard knows: the newest frame, the loop's figures, the last parts and events, counters.
 
-The loop hands each result to :meth:`LiveState.observe` (a few attribute writes under a lock held for
-microseconds: it never waits for the server). Events arrive through :class:`EventFeed`, an event sink
-on the cell's emitter, on the emitter's writer thread. The server reads copies.
+The loop hands each result to :meth:`ViewState.observe` and each frame's verdicts to
+:meth:`ViewState.count` (a few attribute writes under a lock held for microseconds: it never waits
+for the server). Events, for the page's lists, arrive through :class:`EventFeed`, an event sink on
+the cell's emitter, on the emitter's writer thread. The server reads copies.
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 
+from edgekit.inspect.events import EventKind
 from edgekit.inspect.verdict import Verdict
 
 if TYPE_CHECKING:
     from edgekit.inspect.events import Event
+    from edgekit.inspect.inspector import Decision
+    from edgekit.inspect.parts.options import PartVerdict
     from edgekit.results import FrameResult
 
-__all__ = ["Counters", "EventFeed", "Latest", "LiveState", "Tally", "shift_start"]
+__all__ = ["Counters", "EventFeed", "Latest", "Tally", "ViewState", "shift_start"]
+
+ERROR = "ERROR"  # the counters' key of a decision without a verdict (a trigger that timed out)
 
 
 class Latest(NamedTuple):
@@ -48,16 +54,18 @@ def shift_start(now: dt.datetime, shifts: Iterable[int]) -> dt.datetime:
 class Tally:
     """Verdicts counted by outcome and by reason ("none" for a PASS; several defects joined by "+")."""
 
-    by_verdict: dict[str, int] = field(default_factory=lambda: {v.value: 0 for v in Verdict})
+    by_verdict: dict[Verdict | None, int] = field(default_factory=lambda: {v: 0 for v in Verdict})
     by_reason: dict[str, int] = field(default_factory=dict)
 
-    def add(self, verdict: str, reason: str) -> None:
+    def add(self, verdict: Verdict | None, reason: str) -> None:
+        """``verdict`` None: a decision without one (counted as ERROR)."""
         self.by_verdict[verdict] = self.by_verdict.get(verdict, 0) + 1
-        if verdict != Verdict.PASS.value:
+        if verdict is not Verdict.PASS:
             self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total": sum(self.by_verdict.values()), **self.by_verdict,
+        return {"total": sum(self.by_verdict.values()),
+                **{ERROR if v is None else v.value: n for v, n in self.by_verdict.items()},
                 "reasons": dict(sorted(self.by_reason.items(), key=lambda kv: (-kv[1], kv[0])))}
 
 
@@ -78,7 +86,7 @@ class Counters:
         if key > self._shift_key:
             self._shift_key, self.shift = key, Tally()
 
-    def add(self, verdict: str, reason: str, timestamp: float) -> None:
+    def add(self, verdict: Verdict | None, reason: str, timestamp: float) -> None:
         self._roll(timestamp)
         self.since_start.add(verdict, reason)
         if self._key(timestamp) == self._shift_key:
@@ -94,15 +102,14 @@ class Counters:
                 "since_start": self.since_start.to_dict()}
 
 
-def _reason_of(payload: dict[str, Any]) -> str:
+def _reason_of(decision: Decision) -> str:
     """The counter label of a per-frame decision: its failed rules, or "error"."""
-    if payload.get("error"):
+    if decision.error or decision.verdict is None:
         return "error"
-    failed = [str(r.get("label", r.get("rule"))) for r in payload.get("rules", []) if not r.get("passed", True)]
-    return "+".join(sorted(set(failed))) or "none"
+    return "+".join(sorted({r.rule.label for r in decision.verdict.failed})) or "none"
 
 
-class LiveState:
+class ViewState:
     """The shared state between the loop, the event writer and the server threads.
 
     Args:
@@ -116,6 +123,7 @@ class LiveState:
         self.started = clock()
         self._lock = threading.Lock()  # the frame figures: shared with the loop, held for microseconds
         self._events_lock = threading.Lock()  # parts and events: the event writer and the server only
+        self._count_lock = threading.Lock()  # the counters: the loop adds, the server reads
         self._latest: Latest | None = None
         self._version = 0
         self._times: collections.deque[float] = collections.deque(maxlen=120)
@@ -172,12 +180,25 @@ class LiveState:
         pages = sum(t >= cutoff for t in list(self._page_viewers.values()))
         return self.viewers + pages
 
+    def count(self, parts: Iterable[PartVerdict], decisions: Iterable[Decision], timestamp: float) -> None:
+        """Count a frame's part verdicts and its published per-frame decisions (the loop's thread)."""
+        with self._count_lock:
+            for part in parts:
+                self.counters.add(part.outcome, part.reason, timestamp)
+            for decision in decisions:
+                verdict = decision.verdict.verdict if decision.verdict is not None else None
+                self.frame_counters.add(verdict, _reason_of(decision), timestamp)
+
+    def counter_docs(self) -> dict[str, Any]:
+        """The parts' and the frames' counters, per shift and since start (for /api/status)."""
+        with self._count_lock:
+            return {"counters": self.counters.to_dict(), "frame_counters": self.frame_counters.to_dict()}
+
     # --- events (the emitter's writer thread) ------------------------------------------
     def on_event(self, event: Event) -> None:
         d = event.to_dict()
         payload = dict(d["payload"])
-        kind = d["kind"]
-        if kind == "part":
+        if event.kind is EventKind.PART:
             number = int(payload.get("part", 0))
             crop = payload.pop("crop", None)
             if crop:
@@ -190,10 +211,6 @@ class LiveState:
                 if crop:
                     self.crops[number] = str(crop)
                 self.last_part = max(self.last_part, number)
-            reason = "+".join(sorted(payload.get("reasons") or [])) or "none"
-            self.counters.add(str(payload.get("verdict")), reason, d["timestamp"])
-        elif kind == "inspection" and payload.get("verdict") in (*(v.value for v in Verdict), None):
-            self.frame_counters.add(str(payload.get("verdict") or "ERROR"), _reason_of(payload), d["timestamp"])
         d["payload"] = payload
         with self._events_lock:
             self.events.append(d)
@@ -213,9 +230,9 @@ class LiveState:
 
 
 class EventFeed:
-    """An event sink for the cell's emitter that feeds a :class:`LiveState` (nothing to close)."""
+    """An event sink for the cell's emitter that feeds a :class:`ViewState` (nothing to close)."""
 
-    def __init__(self, state: LiveState) -> None:
+    def __init__(self, state: ViewState) -> None:
         self.state = state
 
     def write(self, event: Event) -> None:

@@ -21,12 +21,20 @@ import pytest
 from edgekit.errors import ConfigError
 from edgekit.inspect import Cell
 from edgekit.inspect.config import parse_config
-from edgekit.inspect.dashboard import Dashboard, DashboardConfig, TokenSource, parse_serve
+from edgekit.inspect.dashboard import Dashboard, DashboardConfig, DashboardStage, TokenSource, parse_serve
 from edgekit.inspect.dashboard.state import Counters, shift_start
+from edgekit.inspect.verdict import Verdict
 
 TOKEN = "tok-" + "7f3a9c" * 5  # 34 characters
 PASSWORD = "mqtt-pw-Zq81xv"
 HOOK_SECRET = "hook-secret-81Lw"
+
+
+def dashboard_of(cell: Cell) -> Dashboard:
+    """The dashboard an open cell serves (its DashboardStage's)."""
+    stage = cell.stage(DashboardStage)
+    assert stage is not None and stage.dashboard is not None
+    return stage.dashboard
 
 
 def free_port() -> int:
@@ -36,7 +44,7 @@ def free_port() -> int:
 
 
 def belt_config(tmp_path: Path, video: Path, dashboard: str, extra: str = "") -> str:
-    from edgekit.inspect.partsreport import parts_tables
+    from edgekit.inspect.parts.report import parts_tables
 
     return (f'device = "cell-7"\nstate_dir = "{tmp_path / "state"}"\n[source]\npath = "{video}"\n'
             f'[model]\npath = "{tmp_path / "oracle.tflite"}"\n'
@@ -197,9 +205,9 @@ def test_shift_counters_roll_over_at_a_shift_start() -> None:
     assert shift_start(at.replace(hour=14, minute=0), shifts) == dt.datetime(2026, 5, 4, 14, 0)
     now = [at.timestamp()]
     counters = Counters(shifts, clock=lambda: now[0])
-    counters.add("FAIL", "dent", now[0])
+    counters.add(Verdict.FAIL, "dent", now[0])
     now[0] = at.replace(hour=6, minute=1).timestamp()
-    counters.add("PASS", "none", now[0])
+    counters.add(Verdict.PASS, "none", now[0])
     doc = counters.to_dict()
     assert (doc["shift"]["label"], doc["shift"]["PASS"], doc["shift"]["FAIL"]) == ("06:00-14:00", 1, 0)
     assert (doc["since_start"]["PASS"], doc["since_start"]["FAIL"], doc["since_start"]["reasons"]) == (1, 1, {"dent": 1})
@@ -209,11 +217,11 @@ def test_frames_are_encoded_only_for_viewers_and_at_most_max_fps_however_many() 
     """60 frames a second handed over: nothing is encoded while nobody looks; five viewers waiting
     for frame after frame get at most max_fps encodings a second between them, all shared."""
     from edgekit.inspect.dashboard.render import FrameEncoder, Overlay
-    from edgekit.inspect.dashboard.state import LiveState
+    from edgekit.inspect.dashboard.state import ViewState
     from edgekit.results import Detections, FrameResult
     from edgekit.sources.frames import Frame
 
-    state = LiveState()
+    state = ViewState()
     closing = threading.Event()
     encoder = FrameEncoder(state, Overlay(), max_fps=10, closing=closing)
     image = np.full((240, 320, 3), 90, np.uint8)
@@ -272,7 +280,7 @@ def test_token_on_a_non_local_bind_and_no_secret_in_any_response(tmp_path: Path,
     with Cell(config, detector=OracleDetector(list(belt_video.frames), tmp_path / "oracle.tflite")) as cell:
         verdicts = list(cell.run())
         cell.events.flush()
-        assert cell.dashboard is not None and cell.dashboard.url == f"http://0.0.0.0:{port}"
+        assert dashboard_of(cell).url == f"http://0.0.0.0:{port}"
         for path in ("/", "/api/status", "/api/parts", "/api/events?since=0", "/api/frame.jpg", "/stream.mjpg",
                      "/api/crops/1.jpg"):
             status, headers, _ = client.request(path)
@@ -366,13 +374,13 @@ def test_an_on_demand_cell_takes_a_trigger_from_the_dashboard_and_counts_frame_v
         runner = threading.Thread(target=lambda: list(cell.run()), daemon=True)
         runner.start()
         deadline = time.monotonic() + 20
-        while cell.dashboard.state.processed < 10 and time.monotonic() < deadline:
+        while dashboard_of(cell).state.processed < 10 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert client.request("/api/trigger", method="POST")[0] == 401
         answers = [json.loads(client.request("/api/trigger", method="POST", headers=bearer)[2])["trigger"]
                    for _ in range(3)]
         deadline = time.monotonic() + 20  # each is answered by a frame captured after it
-        while sum(e["kind"] == "inspection" for e in cell.dashboard.state.events_since(0)) < 3 \
+        while sum(e["kind"] == "inspection" for e in dashboard_of(cell).state.events_since(0)) < 3 \
                 and time.monotonic() < deadline:
             time.sleep(0.05)
         cell.stop("test done")

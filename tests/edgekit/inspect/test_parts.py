@@ -153,7 +153,7 @@ def test_touching_parts_seen_as_one_are_still_counted(make_parts_belt):
 def test_a_weak_box_holding_a_stronger_part_box_is_dropped():
     """Parts on a belt do not overlap: a weaker box holding most of a stronger part box is the pair (or
     the part) seen again, not a part of its own."""
-    from edgekit.inspect.parts import _merged
+    from edgekit.inspect.parts.inspector import _merged
 
     strong, weak_around, weak_beside = [0, 0, 80, 60], [0, 0, 150, 60], [82, 0, 160, 60]
     assert _merged([strong, weak_around], [0.9, 0.3]) == [False, True]

@@ -10,7 +10,7 @@ import pytest
 from edgekit.demo.conveyor import make_video
 from edgekit.demo.scene import CLASS_NAMES, PART
 from edgekit.inspect.parts import PartInspector, PartsOptions
-from edgekit.inspect.partsreport import TruePart, crossing_truth, parts_section, parts_tables, score_parts
+from edgekit.inspect.parts.report import TruePart, crossing_truth, parts_section, parts_tables, score_parts
 from edgekit.results import Detections
 from edgekit.track import CountingLine
 

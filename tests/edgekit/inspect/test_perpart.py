@@ -18,6 +18,7 @@ from edgekit.fleet.cellhook import frame_health
 from edgekit.inspect import Cell
 from edgekit.inspect.config import parse_config
 from edgekit.inspect.parts import PartVerdict
+from edgekit.inspect.parts.stage import PartsStage
 from edgekit.inspect.plc import PlcError
 from edgekit.results import Detections, FrameResult
 
@@ -160,7 +161,7 @@ def test_cell_gives_one_event_per_part_counters_crops_and_rejects(tmp_path: Path
         deadline = time.monotonic() + 5
         while written not in (metrics_text := cell.metrics.text()) and time.monotonic() < deadline:
             time.sleep(0.02)
-        rejector = cell.parts.rejector
+        rejector = cell.stage(PartsStage).rejector  # type: ignore[union-attr]
     assert all(isinstance(v, PartVerdict) for v in verdicts)
     assert [tuple(sorted(v.reasons)) for v in verdicts] == belt.truth  # no per-frame decisions in this mode
     failed = [v for v in verdicts if not v.passed]
@@ -241,13 +242,17 @@ def test_plc_encoder_from_the_config_holds_the_reject_for_its_ticks(tmp_path: Pa
 
     from edgekit.inspect.encoder import GpioEncoder
     from edgekit.inspect.events import EventEmitter
-    from edgekit.inspect.perpart import PartsStage
+    from edgekit.inspect.parts.stage import PartsStage
     from edgekit.inspect.plc import ReportKind
+    from edgekit.inspect.stage import StageContext
 
     factory = MockFactory()
     monkeypatch.setattr(gpiozero.Device, "pin_factory", factory)
     cfg = _config(tmp_path, "[plc]\ngpio_pin = 17\ngpio_pulse = 0.05\nencoder_pin = 27\ndelay_ticks = 4\n")
-    with PartsStage(cfg.parts, EventEmitter("cell-9"), None, tmp_path) as stage:
+    stage = PartsStage(cfg.parts)
+    Path(cfg.state_dir).mkdir(parents=True, exist_ok=True)  # the cell makes it when it opens
+    stage.open(StageContext(cfg, EventEmitter("cell-9"), live=lambda: None, labels=["part", "scratch", "dent"]))
+    try:
         rejector = stage.rejector
         encoder_pin, reject_pin = factory.pin(27), factory.pin(17)
         assert isinstance(rejector.encoder, GpioEncoder) and rejector.delay_ticks == 4
@@ -262,6 +267,8 @@ def test_plc_encoder_from_the_config_holds_the_reject_for_its_ticks(tmp_path: Pa
         while rejector.counts[ReportKind.WRITTEN] == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert rejector.counts[ReportKind.WRITTEN] == 1
+    finally:
+        stage.close()
     assert [s.state for s in reject_pin.states][:2] == [False, True]
 
 
@@ -272,9 +279,9 @@ def test_a_fleet_trial_sees_the_part_verdicts(tmp_path: Path, make_parts_belt) -
     _, text = _cell_files(tmp_path, "")
     config = parse_config(text, name="cell.toml", base=tmp_path)
     seen: list[bool | None] = []
-    with Cell(config, detector=_Detector(belt.frames, tmp_path / "model.tflite")) as cell:
-        cell.stages.append(SimpleNamespace(on_frame=lambda frame: seen.append(frame_health(
-            frame.result, frame.decisions, frame.parts)[1])))
+    health = SimpleNamespace(open=lambda context: None, close=lambda: None, process=lambda frame: seen.append(
+        frame_health(frame.result, frame.decisions, frame.parts)[1]))
+    with Cell(config, detector=_Detector(belt.frames, tmp_path / "model.tflite"), stages=[health]) as cell:
         verdicts = list(cell.run())
     judged = [failed for failed in seen if failed is not None]
     assert len(seen) == len(belt.frames) and judged == [not v.passed for v in verdicts]

@@ -1,6 +1,6 @@
 """The per-part mode's settings and results: which classes are parts and defects, how evidence adds
 up (:class:`PartsOptions`, :func:`belt_tracker`), and the one verdict a part gets (:class:`PartVerdict`).
-:mod:`edgekit.inspect.parts` does the work.
+:mod:`edgekit.inspect.parts.inspector` does the work.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from edgekit.inspect.partsoptions import (DefectEvidence, Evidence, PartsOptions, PartVerdict,
+from edgekit.inspect.parts.options import (DefectEvidence, Evidence, PartsOptions, PartVerdict,
                                           belt_tracker)
 from edgekit.inspect.verdict import Verdict
 from edgekit.results import Detections

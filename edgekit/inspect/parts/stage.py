@@ -11,15 +11,17 @@ never holds up the loop.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgekit.inspect.encoder import GpioEncoder
-from edgekit.inspect.events import EventEmitter, EventKind, SequenceCounter
-from edgekit.inspect.parts import PartInspector, PartsFrame, PartVerdict
+from edgekit.inspect.events import EventKind, SequenceCounter
+from edgekit.inspect.parts.inspector import PartInspector, PartsFrame, PartVerdict
 from edgekit.inspect.partsconfig import PartsConfig
 from edgekit.inspect.plc import GpioOutput, ModbusOutput, RejectOutput, Rejector, RejectReport, ReportKind
 from edgekit.inspect.verdict import Verdict
+
+from edgekit.inspect.live import RejectState
+from edgekit.inspect.stage import JudgedFrame, StageContext
 
 if TYPE_CHECKING:
     from edgekit.inspect.metrics import CellMetrics
@@ -45,33 +47,43 @@ class _PartMetrics:
 
 
 class PartsStage:
-    """Per-part verdicts for a cell (a context manager; see the module docstring).
+    """Per-part verdicts for a cell: a :class:`~edgekit.inspect.stage.Stage` (see the module docstring).
 
     Args:
         parts: the config's per-part settings.
-        events: the cell's event emitter (``part`` and ``reject`` events go through it).
-        metrics: the cell's metrics, or None.
-        state_dir: where the part numbering (``parts.json``) and crops live.
         outputs: reject outputs to use instead of the config's (tests, embedding apps).
 
+    When opened it takes from the cell's context the events (``part`` and ``reject`` events go
+    through them), the metrics (or None) and the state folder (the part numbering ``parts.json``
+    and the crops).
+
     Raises (when opened):
+        ConfigError: a part or defect class the model lacks.
         PlcError: the PLC cannot be reached or refuses the address (``check_at_start``).
     """
 
-    def __init__(self, parts: PartsConfig, events: EventEmitter, metrics: CellMetrics | None, state_dir: str | Path,
-                 *, outputs: list[RejectOutput] | None = None) -> None:
-        self.config, self.events = parts, events
-        self.state_dir = Path(state_dir)
-        self.numbers = SequenceCounter(self.state_dir / "parts.json")
-        self.inspector = PartInspector(parts.options, parts.line, numbering=self.numbers.next)
-        self.metrics = _PartMetrics(metrics, parts) if metrics is not None else None
-        self.counts = {v.value: 0 for v in Verdict}
+    def __init__(self, parts: PartsConfig, *, outputs: list[RejectOutput] | None = None) -> None:
+        self.config = parts
         self.last: PartsFrame | None = None  # the newest frame's tracked parts (the dashboard draws them)
         self.rejector: Rejector | None = None
+        self.numbers: SequenceCounter | None = None
         self._outputs = outputs
         self._checked_frame = False
 
-    def open(self) -> PartsStage:
+    def open(self, context: StageContext) -> None:
+        self.config.check_labels(context.labels)
+        self.events, self.state_dir = context.events, context.state_dir
+        self.numbers = SequenceCounter(self.state_dir / "parts.json")
+        self.inspector = PartInspector(self.config.options, self.config.line, numbering=self.numbers.next)
+        self.metrics = _PartMetrics(context.metrics, self.config) if context.metrics is not None else None
+        context.report_rejects(self.rejects)
+        try:
+            self._open_rejector()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_rejector(self) -> None:
         plc = self.config.plc
         outputs, encoder = self._outputs, None
         made: list[Any] = []  # what this stage opens, closed again when a later one fails
@@ -103,14 +115,29 @@ class PartsStage:
                 self.rejector.close(timeout=1.0)
                 self.rejector = None
                 raise
-        return self
 
-    def process(self, result: FrameResult) -> list[PartVerdict]:
-        """Run one frame through the parts logic; returns the verdicts made in it (already published).
+    def rejects(self) -> RejectState | None:
+        """The reject signals as the cell's live state shows them (None: no PLC outputs)."""
+        r = self.rejector
+        if r is None:
+            return None
+        lat = sorted(r.latencies_ms)
+        return RejectState(outputs=tuple(out.name for out in r.outputs), counts=dict(r.counts), queued=r.queued,
+                           delay_s=r.delay, latency_ms_p50=round(lat[len(lat) // 2], 2) if lat else None,
+                           last=r.last)
+
+    def process(self, frame: JudgedFrame) -> None:
+        """Run one frame through the parts logic; the verdicts made in it (already published) join
+        the frame's, its tracked parts become the frame's ``tracked``.
 
         Raises:
             ConfigError: the line lies outside the first frame.
         """
+        frame.parts.extend(self.judge(frame.result))
+        frame.tracked = self.last
+
+    def judge(self, result: FrameResult) -> list[PartVerdict]:
+        """One frame's part verdicts (each published as it is made)."""
         image = result.frame_bgr
         if not self._checked_frame and image is not None:
             self.config.check_frame(image.shape[1], image.shape[0])
@@ -129,7 +156,6 @@ class PartsStage:
         if not verdict.passed and self.rejector is not None:
             self.rejector.reject(verdict.sequence, verdict.track_id, verdict.captured_at)
             payload["reject"] = "queued"
-        self.counts[verdict.outcome.value] += 1
         if self.metrics is not None:
             self.metrics.parts.labels(verdict.outcome.value, verdict.reason).inc()
         self.events.emit(EventKind.PART, payload)
@@ -158,10 +184,6 @@ class PartsStage:
         if self.rejector is not None:
             self.rejector.close()
             self.rejector = None
-        self.numbers.close()
-
-    def __enter__(self) -> PartsStage:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        if self.numbers is not None:
+            self.numbers.close()
+            self.numbers = None

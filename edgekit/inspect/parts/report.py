@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from edgekit.inspect.parts import PartVerdict
+from edgekit.inspect.parts.options import PartVerdict
 from edgekit.inspect.verdict import Verdict
 
 __all__ = ["PartRow", "PartsScore", "TruePart", "crossing_truth", "parts_section", "parts_tables", "score_parts"]
