@@ -13,8 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
-from typing import Callable, Iterator
+from typing import IO, Callable, Iterator
 
 __all__ = ["show_native_logs", "interpreter_info_dropped", "fd2_captured"]
 
@@ -51,7 +50,7 @@ def fd2_captured(kept: Callable[[str, bool], str]) -> Iterator[None]:
     except (OSError, ValueError):  # no real stderr (embedded, redirected oddly): leave it alone
         yield
         return
-    with tempfile.TemporaryFile() as tmp:
+    with _scratch_file() as tmp:
         os.dup2(tmp.fileno(), 2)
         failed = True
         try:
@@ -65,3 +64,16 @@ def fd2_captured(kept: Callable[[str, bool], str]) -> Iterator[None]:
             if text:
                 sys.stderr.write(text)
                 sys.stderr.flush()
+
+
+def _scratch_file() -> IO[bytes]:
+    """An anonymous file: in memory where Linux offers memfd_create (tempfile's import is a
+    start-up cost every model load would pay), else tempfile's."""
+    if hasattr(os, "memfd_create"):
+        try:
+            return os.fdopen(os.memfd_create("edgekit-stderr", os.MFD_CLOEXEC), "w+b")
+        except OSError:
+            pass
+    import tempfile
+
+    return tempfile.TemporaryFile()
