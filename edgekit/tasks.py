@@ -119,8 +119,10 @@ def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> M
                                iou_threshold=options.iou_threshold, max_detections=options.max_detections)
         decode = _keep_classes(decoder, _check_classes(options.classes, labels))
         threshold = getattr(decoder, "threshold", options.threshold)
-        if labels is not None:
-            note = detector_labels_note(labels, model.info.num_classes)
+        if labels is not None:  # the SSD op's num_classes, else the YOLO head's rows
+            yolo = decoder.class_count(model.outputs) if isinstance(decoder, Decoder) else None
+            note = detector_labels_note(labels, model.info.num_classes if yolo is None else yolo,
+                                        background=yolo is None)
     else:
         threshold = options.threshold
         if labels is not None:

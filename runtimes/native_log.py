@@ -6,6 +6,10 @@ nothing to a user and breaks the CLI's promise of one line per error, so :func:`
 fd 2 while it creates the interpreter and passes on every line but the ``INFO:`` ones (errors and
 warnings reach the user as before). ``show_native_logs(True)`` (the CLI's ``-v``, or
 ``EDGEKIT_DEBUG=1``) keeps them all.
+
+This module is where that is decided for every other native log too: :func:`native_logs_wanted`
+(``-v`` or ``EDGEKIT_DEBUG=1``) is what the CLI asks, and :func:`native_logs_shown` what
+TensorFlow's, OpenCV's and FFmpeg's quieting (edgekit.cli, edgekit.commands._common) reads.
 """
 
 from __future__ import annotations
@@ -15,15 +19,27 @@ import os
 import sys
 from typing import IO, Callable, Iterator
 
-__all__ = ["show_native_logs", "interpreter_info_dropped", "fd2_captured"]
+__all__ = ["show_native_logs", "native_logs_shown", "native_logs_wanted", "interpreter_info_dropped",
+           "fd2_captured"]
 
 _show = os.environ.get("EDGEKIT_DEBUG") == "1"
 
 
+def native_logs_wanted(verbose: bool = False) -> bool:
+    """Whether the user asked to see the native libraries' own logs: ``-v`` (`verbose`) or
+    ``EDGEKIT_DEBUG=1``."""
+    return verbose or os.environ.get("EDGEKIT_DEBUG") == "1"
+
+
 def show_native_logs(show: bool = True) -> None:
-    """Keep (True) or drop (False, the default) the interpreter's INFO lines from now on."""
+    """Keep (True) or drop (False, the default) the native libraries' log lines from now on."""
     global _show
     _show = show
+
+
+def native_logs_shown() -> bool:
+    """Whether native log lines are kept (:func:`show_native_logs`; ``EDGEKIT_DEBUG=1`` at import)."""
+    return _show
 
 
 def _drop_info(text: str, _failed: bool) -> str:
