@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from pathlib import Path
 
 from edgekit.errors import InputError
@@ -20,6 +19,8 @@ __all__ = ["output_file", "output_folder", "output_file_arg", "output_folder_arg
 
 
 def _probe(folder: Path, what: str, target: Path) -> None:
+    import tempfile  # only when an output is asked for (its import is a start-up cost of every command)
+
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".edgekit-probe-"):
             pass

@@ -140,3 +140,26 @@ def test_a_check_is_remembered_only_for_a_path_known_by_its_stat(cache: Path, tm
     assert check_passed(str(model), "values|ssd") and not check_passed(str(model), "values|yolo")
     os.utime(model, ns=(1, 1))  # a changed stat: not known without hashing, so checked again
     assert not check_passed(str(model), "values|ssd")
+
+
+def test_the_same_bytes_are_parsed_once_and_other_bytes_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import edgekit.runtimes.validate as validate
+
+    parsed: list[int] = []
+    real = validate.parse_tflite
+    monkeypatch.setattr(validate, "parse_tflite", lambda data, label: parsed.append(len(data)) or real(data, label))
+    monkeypatch.setattr(validate, "_LAST", [])
+    model = tmp_path / "m.tflite"
+    model.write_bytes(SMALL.read_bytes())
+    first = validate.validate_model_file(model)
+    assert validate.validate_model_file(model)[1] is first[1] and len(parsed) == 1  # `detect` asks twice
+    data = bytearray(model.read_bytes())  # the same size, one byte changed: parsed again
+    data[-1] ^= 1
+    model.write_bytes(bytes(data))
+    validate.validate_model_file(model)
+    assert len(parsed) == 2
+    monkeypatch.setattr(validate, "_KEEP_BYTES", 1000)  # a file larger than that is not kept after it
+    monkeypatch.setattr(validate, "_LAST", [])
+    validate.validate_model_file(model)
+    validate.validate_model_file(model)
+    assert len(parsed) == 4 and validate._LAST == []  # noqa: SLF001
