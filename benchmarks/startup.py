@@ -7,7 +7,7 @@ memory (the child's maximum resident set, from wait4) of:
 
 (a) `edgekit --version`            against  `python -c "import numpy"`;
 (b) `edgekit classify` first run   (an empty isolation cache: the child that tries the model runs);
-(c) `edgekit classify` later runs  (the file has passed here before: no child)
+(c) `edgekit classify` later runs  (the file has passed here before: no child, no gray-frame check)
                                    against  a bare 10-line script: the interpreter, Pillow to read
                                             the photo, OpenCV to resize it, invoke, the top 5;
 (d) `edgekit detect` on one image (later runs) against the same bare script for the SSD's outputs.

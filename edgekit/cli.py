@@ -89,7 +89,25 @@ def build_parser(command: str | None = None) -> Parser:
                              "installation of edgekit is incomplete or broken: reinstall it "
                              "(pip install --force-reinstall edgekit-tflite)") from None
         mod.register(sub)
+        if name in NATIVE_LOG_COMMANDS:
+            _add_verbose(sub.choices[name])
     return parser
+
+
+# Commands that load a model, an interpreter, OpenCV or TensorFlow, whose native libraries write
+# their own lines to stderr: edgekit keeps those quiet, and each of these commands takes -v/--verbose
+# to bring them back (edgekit.runtimes.native_log decides, from -v or EDGEKIT_DEBUG=1).
+NATIVE_LOG_COMMANDS = frozenset({"info", "bench", "classify", "detect", "convert", "inspect", "doctor", "demo",
+                                 "segment", "pose", "meta"})
+
+
+def _add_verbose(p: argparse.ArgumentParser) -> None:
+    """-v/--verbose on a command's parser, unless its module words its own (convert: the converter's log)."""
+    if any("-v" in a.option_strings for a in p._actions):  # noqa: SLF001
+        return
+    from edgekit.commands._common import add_verbose_argument
+
+    add_verbose_argument(p)
 
 
 def _interrupted(exc: BaseException) -> bool:
@@ -118,7 +136,10 @@ def _subparser(parser: Parser, command: str) -> argparse.ArgumentParser:
 
 
 def _wants_native_logs(argv: Sequence[str]) -> bool:
-    return os.environ.get("EDGEKIT_DEBUG") == "1" or any(a in ("-v", "--verbose") for a in argv)
+    """Before parsing (TensorFlow reads its log level when it loads): whether -v may be asked for."""
+    from edgekit.runtimes.native_log import native_logs_wanted
+
+    return native_logs_wanted(any(a in ("-v", "--verbose") for a in argv))
 
 
 _QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -162,9 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, extra = parser.parse_known_args(argv)
         if extra:  # said by the command's own parser, so the hint names its --help
             _subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
-        if _wants_native_logs(argv):
-            from edgekit.runtimes.native_log import show_native_logs
+        from edgekit.runtimes.native_log import native_logs_wanted, show_native_logs
 
+        if native_logs_wanted(bool(getattr(args, "verbose", False))):
             show_native_logs(True)
         from edgekit.runtimes.isolation import isolate_default
 

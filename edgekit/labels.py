@@ -88,15 +88,16 @@ def align_labels(labels: Sequence[str], num_classes: int) -> tuple[list[str], st
                           "ids without a label are shown as numbers. Check that the labels belong to this model.")
 
 
-def detector_labels_note(labels: Sequence[str], num_classes: int | None) -> str | None:
+def detector_labels_note(labels: Sequence[str], num_classes: int | None, *, background: bool = True) -> str | None:
     """A warning when a detector's label list cannot belong to a model with ``num_classes`` classes.
 
-    A label file fits with one label per class, or one more (a "background" or "???" line first, as
-    some COCO label files have). Anything else (1001 ImageNet labels on a 90-class COCO SSD) would
-    name boxes wrongly, so the note names both counts.
+    A label file fits with one label per class, or, with ``background`` (an SSD), one more (a
+    "background" or "???" line first, as some COCO label files have); a YOLO head's class i is
+    label i, so it takes exactly one per class. Anything else (1001 ImageNet labels on a 90-class
+    COCO SSD, 1000 on an 80-class YOLO) would name boxes wrongly, so the note names both counts.
     """
     n = len(labels)
-    if num_classes is None or n in (num_classes, num_classes + 1):
+    if num_classes is None or n == num_classes or (background and n == num_classes + 1):
         return None
     return (f"the labels have {n} entries but the model detects {num_classes} classes; the labels do not "
             "belong to this model (boxes would be named wrongly): pass its own labels file with --labels")

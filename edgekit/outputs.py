@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from pathlib import Path
 
 from edgekit.errors import InputError
@@ -26,6 +25,8 @@ def report_json(report_dir: str | os.PathLike[str]) -> Path:
 
 
 def _probe(folder: Path, what: str, target: Path) -> None:
+    import tempfile  # only when an output is asked for (its import is a start-up cost of every command)
+
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".edgekit-probe-"):
             pass

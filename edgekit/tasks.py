@@ -119,8 +119,10 @@ def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> M
                                iou_threshold=options.iou_threshold, max_detections=options.max_detections)
         decode = _keep_classes(decoder, _check_classes(options.classes, labels))
         threshold = getattr(decoder, "threshold", options.threshold)
-        if labels is not None:
-            note = detector_labels_note(labels, model.info.num_classes)
+        if labels is not None:  # the SSD op's num_classes, else the YOLO head's rows
+            yolo = decoder.class_count(model.outputs) if isinstance(decoder, Decoder) else None
+            note = detector_labels_note(labels, model.info.num_classes if yolo is None else yolo,
+                                        background=yolo is None)
     else:
         threshold = options.threshold
         if labels is not None:
@@ -202,12 +204,21 @@ class _Task:
     def _check_values(self) -> None:
         """Shapes can agree by chance, values seldom do: run a gray frame and look at the outputs.
 
+        The verdict is remembered beside the file's isolation pass (edgekit.runtimes.passed): the
+        same bytes, format, interpreter, delegate and preprocessing give the same outputs, so a
+        file that passed here before costs no inference.
+
         Raises:
             ModelError: they cannot be the format's (see edgekit.contract.readings.implausible).
         """
         from edgekit.contract.readings import implausible
+        from edgekit.runtimes.passed import check_passed, remember_check
 
         fmt = self._output_format()
+        check = (f"values|{fmt.value}|{self.model.backend}|{self.model.delegate.value}|"
+                 f"{self._engine.pre.describe()}")
+        if check_passed(self.model.path, check):
+            return
         w, h = self._engine.size
         with self._engine.lock:
             self._engine.write(np.full((h, w, 3), 128, np.uint8))
@@ -215,6 +226,7 @@ class _Task:
         if why:
             raise ModelError(f"model {self.model.path!r} has the outputs of a {fmt.value} model, but {why}; if it "
                              "is another kind of model, say which with `edgekit meta MODEL --output-format FORMAT`")
+        remember_check(self.model.path, check)
 
     @property
     def labels(self) -> list[str] | None:

@@ -11,14 +11,51 @@ Imports numpy and a TFLite interpreter only, never TensorFlow::
 
 from __future__ import annotations
 
-from edgekit.runtimes.backends import Backend, available_backends, resolve_backend
-from edgekit.runtimes.delegates import Delegate, EdgeTPUDevice, edgetpu_library_name
-from edgekit.runtimes.metadata import read_metadata
-from edgekit.runtimes.loader import load_model
-from edgekit.runtimes.model import Model
-from edgekit.runtimes.tensors import ModelInfo, TensorSpec, inspect_model
-from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
-from edgekit.runtimes.validate import validate_model_file
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names load with their module when first used (PEP 562), as in edgekit/__init__.py: the CLI asks
+# edgekit.runtimes.native_log or .isolation a question before it knows whether a model will load
+# at all (`edgekit --version` imports neither numpy nor an interpreter).
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("Backend", "available_backends", "resolve_backend"), "edgekit.runtimes.backends"),
+    **dict.fromkeys(("Delegate", "EdgeTPUDevice", "edgetpu_library_name"), "edgekit.runtimes.delegates"),
+    "read_metadata": "edgekit.runtimes.metadata",
+    "load_model": "edgekit.runtimes.loader",
+    "Model": "edgekit.runtimes.model",
+    **dict.fromkeys(("ModelInfo", "TensorSpec", "inspect_model"), "edgekit.runtimes.tensors"),
+    **dict.fromkeys(("TFLiteFile", "parse_tflite"), "edgekit.runtimes.tflite_file"),
+    "validate_model_file": "edgekit.runtimes.validate",
+}
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
+    from edgekit.runtimes.backends import Backend, available_backends, resolve_backend
+    from edgekit.runtimes.delegates import Delegate, EdgeTPUDevice, edgetpu_library_name
+    from edgekit.runtimes.loader import load_model
+    from edgekit.runtimes.metadata import read_metadata
+    from edgekit.runtimes.model import Model
+    from edgekit.runtimes.tensors import ModelInfo, TensorSpec, inspect_model
+    from edgekit.runtimes.tflite_file import TFLiteFile, parse_tflite
+    from edgekit.runtimes.validate import validate_model_file
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        try:  # a submodule not imported yet (`edgekit.runtimes.loader` after `import edgekit.runtimes`)
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "Backend",

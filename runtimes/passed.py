@@ -8,18 +8,21 @@ has another digest, so it is tried again. Only clean passes are kept (never a cr
 timeout or a failed run on zeros). The cache lives in ``$XDG_CACHE_HOME/edgekit`` (else
 ``~/.cache/edgekit``), mode 0700; ``EDGEKIT_ISOLATE_CACHE=0`` turns it off. A cache that cannot be
 read or written is ignored: the child then runs as before.
+
+The same entry also remembers other checks a file passed with these bytes (:func:`check_passed`,
+:func:`remember_check`): the tasks' look at the outputs of a gray frame, which costs an
+inference, is run once per file and setting too. Those are remembered only for a path whose
+digest is already known from its stat (a file that passed isolation here), never by hashing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CACHE_ENV_VAR", "cache_file", "has_passed", "remember_passed"]
+__all__ = ["CACHE_ENV_VAR", "cache_file", "has_passed", "remember_passed", "check_passed", "remember_check"]
 
 CACHE_ENV_VAR = "EDGEKIT_ISOLATE_CACHE"
 _MAX_ENTRIES = 256  # the newest are kept
@@ -51,13 +54,24 @@ def _load(file: Path) -> dict[str, Any]:
     return doc
 
 
-def _digest(path: str, data: bytes, doc: dict[str, Any]) -> str:
-    """The SHA-256 of `data`: from the path's entry when its stat is unchanged, else computed."""
+def _known_digest(path: str, doc: dict[str, Any]) -> str | None:
+    """The digest remembered for the path, when its stat is unchanged."""
     entry = doc["paths"].get(os.path.abspath(path))
     stat = _stat_key(path)
     if isinstance(entry, list) and len(entry) == 2 and stat is not None and entry[0] == stat:
         return str(entry[1])
+    return None
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib  # only when a file is new or changed (the stat fast path needs no hash)
+
     return hashlib.sha256(data).hexdigest()
+
+
+def _digest(path: str, data: bytes, doc: dict[str, Any]) -> str:
+    """The SHA-256 of `data`: from the path's entry when its stat is unchanged, else computed."""
+    return _known_digest(path, doc) or _sha256(data)
 
 
 def _setting(backend: str, delegate: str) -> str:
@@ -80,14 +94,51 @@ def remember_passed(path: str, data: bytes, backend: str, delegate: str) -> None
     if file is None:
         return
     doc = _load(file)
-    digest = hashlib.sha256(data).hexdigest()
-    settings = [s for s in doc["passed"].pop(digest, []) if isinstance(s, str)]
-    doc["passed"][digest] = sorted({*settings, _setting(backend, delegate)})
+    digest = _sha256(data)
+    _add(doc, digest, _setting(backend, delegate))
     stat = _stat_key(path)
     key = os.path.abspath(path)
     doc["paths"].pop(key, None)
     if stat is not None:
         doc["paths"][key] = [stat, digest]
+    _save(file, doc)
+
+
+def check_passed(path: str, check: str) -> bool:
+    """Whether the file at `path`, known here by its stat, passed `check` before (a setting string:
+    the check's name and everything its verdict depends on)."""
+    file = cache_file()
+    if file is None:
+        return False
+    doc = _load(file)
+    digest = _known_digest(path, doc)
+    settings = doc["passed"].get(digest) if digest else None
+    return isinstance(settings, list) and check in settings
+
+
+def remember_check(path: str, check: str) -> None:
+    """Remember that the file at `path` passed `check`; only for a path whose digest is known from its
+    stat (a file that passed isolation here), so that no file is hashed for it (best effort)."""
+    file = cache_file()
+    if file is None:
+        return
+    doc = _load(file)
+    digest = _known_digest(path, doc)
+    if digest is None:
+        return
+    _add(doc, digest, check)
+    _save(file, doc)
+
+
+def _add(doc: dict[str, Any], digest: str, setting: str) -> None:
+    """Add a setting to the digest's entry, which becomes the newest."""
+    settings = [s for s in doc["passed"].pop(digest, []) if isinstance(s, str)]
+    doc["passed"][digest] = sorted({*settings, setting})
+
+
+def _save(file: Path, doc: dict[str, Any]) -> None:
+    import tempfile
+
     for table in ("passed", "paths"):  # dicts keep insertion order: drop the oldest
         while len(doc[table]) > _MAX_ENTRIES:
             doc[table].pop(next(iter(doc[table])))

@@ -17,8 +17,6 @@ The label files themselves sit in the zip appended to the model.
 
 from __future__ import annotations
 
-import io
-import zipfile
 from dataclasses import dataclass
 
 from edgekit.errors import ModelError
@@ -117,6 +115,9 @@ def _read(r: FlatReader, model: bytes) -> SupportMetadata | None:
 
 
 def _zip_lines(model: bytes, name: str) -> tuple[str, ...] | None:
+    import io
+    import zipfile  # only for a file that names a label file (zipfile costs start-up time)
+
     try:
         with zipfile.ZipFile(io.BytesIO(model)) as zf:
             if zf.getinfo(name).file_size > _MAX_LABELS_BYTES:

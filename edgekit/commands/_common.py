@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from edgekit.sources import SourceSpec
 
 __all__ = ["delegate_arg", "delegate_list_arg", "int_list_arg", "positive_int", "non_negative_int", "table", "progress",
-           "native_stderr_filtered", "native_noise_dropped_on_failure", "labels_arg", "add_source_arguments",
+           "native_stderr_filtered", "native_noise_dropped_on_failure", "labels_arg", "add_verbose_argument", "add_source_arguments",
            "add_runtime_arguments", "add_stop_arguments", "source_spec", "quiet_native_logs", "stop_on_signals",
            "logging_to_stderr", "LineSink", "close_all", "resolve_warmup"]
 
@@ -238,13 +238,26 @@ def source_spec(args: argparse.Namespace) -> SourceSpec:
     return SourceSpec(SourceKind.IMAGES, f"{len(args.source)} paths", images=images)
 
 
-def quiet_native_logs() -> bool:
-    """Silence OpenCV's and FFmpeg's own logs (our errors say it better), unless EDGEKIT_DEBUG=1.
+VERBOSE_HELP = ("show the native libraries' own log lines (TensorFlow, LiteRT, OpenCV, FFmpeg), "
+                "which edgekit keeps quiet")
 
-    Returns whether EDGEKIT_DEBUG=1 asked to see everything."""
+
+def add_verbose_argument(p: argparse.ArgumentParser, help: str = VERBOSE_HELP) -> None:  # noqa: A002
+    """-v/--verbose: the native libraries' logs back (edgekit.cli adds it to every command that
+    loads a model, an interpreter, OpenCV or TensorFlow; edgekit.runtimes.native_log decides)."""
+    p.add_argument("-v", "--verbose", action="store_true", help=help)
+
+
+def quiet_native_logs() -> bool:
+    """Silence OpenCV's and FFmpeg's own logs (our errors say it better), unless -v or EDGEKIT_DEBUG=1
+    asked for them (edgekit.runtimes.native_log.native_logs_shown).
+
+    Returns whether they were asked for."""
     import cv2
 
-    if os.environ.get("EDGEKIT_DEBUG") == "1":
+    from edgekit.runtimes.native_log import native_logs_shown
+
+    if native_logs_shown():
         return True
     native_log = getattr(getattr(cv2, "utils", None), "logging", None)  # absent from some builds
     if native_log is not None:

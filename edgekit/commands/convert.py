@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgekit.commands._common import positive_int
+from edgekit.commands._common import add_verbose_argument, positive_int
 from edgekit.contract.enums import ColorOrder, Layout, OutputFormat, ResizeMode, Task
 from edgekit.errors import ConversionError
 from edgekit.outputs import output_file_arg, output_folder_arg
@@ -103,7 +103,7 @@ def register(subparsers: Any) -> None:
                      help="write report.json, report.md and the plots here")
     out.add_argument("--compare-modes", action="store_true",
                      help="convert in every mode and print size, latency, accuracy and agreement side by side")
-    out.add_argument("-v", "--verbose", action="store_true", help="show TensorFlow's and the converter's own log")
+    add_verbose_argument(out, help="show TensorFlow's and the converter's own log")
     out.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no warnings")
     p.set_defaults(func=run)
 

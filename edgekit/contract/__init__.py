@@ -47,54 +47,89 @@ every key optional, absent keys fall back to recognition from shapes):
 
 from __future__ import annotations
 
-from edgekit.contract.decode import (
-    DEFAULT_IOU,
-    Decoder,
-    batched_nms,
-    decode_classes,
-    decode_ssd,
-    decode_yolo,
-    make_decoder,
-    nms,
-    to_xyxy,
-)
-from edgekit.contract.enums import (
-    BoxFormat,
-    BoxMapping,
-    Choice,
-    ColorOrder,
-    Interpolation,
-    Layout,
-    OutputFormat,
-    ResizeMode,
-    Task,
-    YoloLayout,
-)
-from edgekit.contract.metrics import box_iou, map50
-from edgekit.contract.readings import AmbiguousOutputsError, Reading, read_outputs
-from edgekit.contract.recognize import (
-    SSD_OP,
-    YoloOutputs,
-    detect_format,
-    recognize_format,
-    ssd_order,
-    task_of,
-    yolo_layout,
-    yolo_outputs,
-)
-from edgekit.contract.spec import (
-    LETTERBOX_PAD,
-    ImageInput,
-    Normalization,
-    ResizePlan,
-    TensorLike,
-    Transform,
-    box_mapping,
-    image_input,
-    interpolation,
-    plan_resize,
-    resize_mode,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names load with their module when first used (PEP 562): a classifier's start-up reads the
+# enums, the spec and the decoders, never the anchors, keypoints or segmentation readers it has
+# no use for (edgekit/__init__.py does the same for the package's face).
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("DEFAULT_IOU", "Decoder", "batched_nms", "decode_classes", "decode_ssd", "decode_yolo",
+                     "make_decoder", "nms", "to_xyxy"), "edgekit.contract.decode"),
+    **dict.fromkeys(("BoxFormat", "BoxMapping", "Choice", "ColorOrder", "Interpolation", "Layout", "OutputFormat",
+                     "ResizeMode", "Task", "YoloLayout"), "edgekit.contract.enums"),
+    **dict.fromkeys(("box_iou", "map50"), "edgekit.contract.metrics"),
+    **dict.fromkeys(("AmbiguousOutputsError", "Reading", "read_outputs"), "edgekit.contract.readings"),
+    **dict.fromkeys(("SSD_OP", "YoloOutputs", "detect_format", "recognize_format", "ssd_order", "task_of",
+                     "yolo_layout", "yolo_outputs"), "edgekit.contract.recognize"),
+    **dict.fromkeys(("LETTERBOX_PAD", "ImageInput", "Normalization", "ResizePlan", "TensorLike", "Transform",
+                     "box_mapping", "image_input", "interpolation", "plan_resize", "resize_mode"),
+                    "edgekit.contract.spec"),
+}
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on demand
+    from edgekit.contract.decode import (
+        DEFAULT_IOU,
+        Decoder,
+        batched_nms,
+        decode_classes,
+        decode_ssd,
+        decode_yolo,
+        make_decoder,
+        nms,
+        to_xyxy,
+    )
+    from edgekit.contract.enums import (
+        BoxFormat,
+        BoxMapping,
+        Choice,
+        ColorOrder,
+        Interpolation,
+        Layout,
+        OutputFormat,
+        ResizeMode,
+        Task,
+        YoloLayout,
+    )
+    from edgekit.contract.metrics import box_iou, map50
+    from edgekit.contract.readings import AmbiguousOutputsError, Reading, read_outputs
+    from edgekit.contract.recognize import (
+        SSD_OP,
+        YoloOutputs,
+        detect_format,
+        recognize_format,
+        ssd_order,
+        task_of,
+        yolo_layout,
+        yolo_outputs,
+    )
+    from edgekit.contract.spec import (
+        LETTERBOX_PAD,
+        ImageInput,
+        Normalization,
+        ResizePlan,
+        TensorLike,
+        Transform,
+        box_mapping,
+        image_input,
+        interpolation,
+        plan_resize,
+        resize_mode,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'edgekit.contract' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "DEFAULT_IOU", "LETTERBOX_PAD", "SSD_OP", "AmbiguousOutputsError", "Reading", "read_outputs",

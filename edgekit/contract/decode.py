@@ -235,6 +235,19 @@ class Decoder:
         return decode_ssd(outputs[ib], outputs[ic], outputs[isc], outputs[icount], transform,
                           labels=self.labels, threshold=self.threshold)
 
+    def class_count(self, outputs: Sequence[TensorLike]) -> int | None:
+        """How many classes a YOLO head of these outputs scores (as :func:`decode_yolo` reads it: the
+        rows after the 4 box values, after YOLOv5's objectness too); None for other formats, whose
+        outputs do not say (an SSD's count is its postprocess op's ``num_classes``)."""
+        if self.format is not OutputFormat.YOLO or self.yolo is None:
+            return None
+        where = self.yolo
+        if where.split:
+            s = tuple(int(d) for d in outputs[where.scores].shape)[-2:]
+            return (s[1] if where.transposed else s[0]) - int(where.objectness)
+        a, b = tuple(int(d) for d in outputs[where.boxes].shape)[-2:]
+        return a - 4 if where.layout is YoloLayout.V8 else b - 5
+
 
 def _classes_then_scores(outputs: Sequence[np.ndarray], pair: list[int]) -> tuple[int, int]:
     # Class ids are whole numbers; scores (almost) never all are.

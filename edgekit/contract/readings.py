@@ -14,16 +14,18 @@ of the same strength are refused with the metadata value (``edgekit meta``) that
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from edgekit.contract.anchors import ANCHOR_PRESETS, AnchorSpec
 from edgekit.contract.enums import OutputFormat, Task
 from edgekit.contract.keypoints import PoseLayout, pose_layout, pose_layout_of
 from edgekit.contract.recognize import SSD_OP, _split_pair, task_of
 from edgekit.contract.segmentation import SegmentationLayout, segmentation_layout
 from edgekit.errors import ModelError
+
+if TYPE_CHECKING:
+    from edgekit.contract.anchors import AnchorSpec
 
 __all__ = ["Reading", "AmbiguousOutputsError", "candidates", "read_outputs", "anchor_spec", "implausible",
            "EXACT", "POSSIBLE"]
@@ -129,6 +131,8 @@ def _anchors(outputs: Sequence[Any], meta: Mapping[str, Any], inputs: Sequence[A
     if meta.get("anchors") is not None:
         return Reading(OutputFormat.ANCHORS, EXACT, f"raw anchors {list(boxes)} + scores {list(scores)}, "
                        "anchor options in the metadata")
+    from edgekit.contract.anchors import ANCHOR_PRESETS  # here: a model of two such outputs is rare, the presets cost
+
     for name, spec in ANCHOR_PRESETS.items():
         if n == len(spec.anchor_boxes) and boxes[2] == spec.decode.num_coords and scores[2] == 1:
             return Reading(OutputFormat.ANCHORS, EXACT, f"MediaPipe anchors {list(boxes)} + {list(scores)} "
@@ -240,6 +244,8 @@ def anchor_spec(reading: Reading, metadata: Mapping[str, Any] | None) -> AnchorS
     Raises:
         ModelError: neither (the message says how to write them).
     """
+    from edgekit.contract.anchors import ANCHOR_PRESETS, AnchorSpec
+
     spec = AnchorSpec.from_metadata(metadata)
     if spec is not None:
         return spec

@@ -12,10 +12,7 @@ defaults). Used only when the file carries no edgekit metadata. Never eval: JSON
 
 from __future__ import annotations
 
-import ast
-import io
 import json
-import zipfile
 from typing import Any
 
 __all__ = ["PREDICT_DEFAULTS", "read_ultralytics", "from_ultralytics"]
@@ -29,6 +26,10 @@ def read_ultralytics(data: bytes) -> dict[str, Any] | None:
     """The metadata dict Ultralytics appended to a .tflite, or None (no zip, not a dict, too large)."""
     if b"PK\x05\x06" not in data[-(65536 + 22):]:  # no zip end-of-central-directory record at the end
         return None
+    import ast
+    import io
+    import zipfile  # only for a file that ends in a zip (a start-up cost for every other)
+
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             infos = zf.infolist()

@@ -78,6 +78,26 @@ def test_interpreter_info_lines_are_dropped_through_the_api_and_kept_with_debug(
     assert quiet.returncode == 0 and "INFO:" not in quiet.stderr, quiet.stderr
 
 
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_every_command_with_native_logs_takes_verbose(command: str) -> None:
+    parser = cli.build_parser(command)
+    flags = {o for a in cli._subparser(parser, command)._actions for o in a.option_strings}  # noqa: SLF001
+    assert ({"-v", "--verbose"} <= flags) == (command in cli.NATIVE_LOG_COMMANDS)
+
+
+def test_verbose_brings_the_native_lines_back() -> None:
+    loud = _run("classify", "-v", "-m", str(SMALL), "-k", "1", str(DATA / "parrot.jpg"))
+    assert loud.returncode == 0 and "INFO: Created TensorFlow Lite XNNPACK delegate" in loud.stderr, loud.stderr
+    code = ("import sys; from edgekit import cli; from edgekit.commands import _common; from edgekit.runtimes import "
+            "native_log; seen = []; _common.quiet_native_logs = lambda: seen.append(native_log.native_logs_shown()) "
+            "or True; cli.main(sys.argv[1:]); print(seen)")
+    for flag, shown in (("-v", True), ("--verbose", True), (None, False)):  # one decision, read by the frame commands
+        argv = ["detect", "-m", str(SMALL), "--source", str(DATA / "parrot.jpg"), "-q", *([flag] if flag else [])]
+        out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT), "EDGEKIT_DEBUG": ""}, timeout=120)
+        assert out.stdout.strip().splitlines()[-1] == f"[{shown}]", (flag, out.stdout, out.stderr)
+
+
 # What the console script runs (edgekit._entry), after a line that says Python's own start-up (site,
 # .pth files) and the import of the entry point (the lazy edgekit package and edgekit/_entry.py: a
 # few ms) are over; a SIGINT before that lands where no code of ours runs yet.

@@ -105,6 +105,59 @@ def test_imagenet_labels_on_the_coco_ssd_are_one_warning(shared_models: Path, sh
     assert "note:" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("shapes", "layout", "split", "transposed", "objectness", "classes"), [
+    ([(1, 84, 8400)], "V8", False, False, False, 80),  # Ultralytics YOLOv8/11: [1, 4+C, N]
+    ([(1, 25200, 85)], "V5", False, False, False, 80),  # YOLOv5: [1, N, 5+C]
+    ([(1, 4, 8400), (1, 80, 8400)], "V8", True, False, False, 80),  # boxes and scores, [1, 4, N] + [1, C, N]
+    ([(1, 8400, 4), (1, 8400, 3)], "V8", True, True, False, 3),  # the same, transposed
+    ([(1, 25200, 4), (1, 25200, 81)], "V8", True, True, True, 80),  # YOLOv5 split after its boxes
+])
+def test_a_yolo_heads_class_count(shapes: list[tuple[int, ...]], layout: str, split: bool, transposed: bool,
+                                  objectness: bool, classes: int) -> None:
+    from edgekit.contract import Decoder, OutputFormat, YoloLayout, YoloOutputs
+
+    outputs = [type("T", (), {"shape": s, "name": ""})() for s in shapes]
+    where = YoloOutputs(0, 1 if split else 0, YoloLayout[layout], transposed, objectness)
+    assert Decoder(OutputFormat.YOLO, yolo=where).class_count(outputs) == classes
+    assert Decoder(OutputFormat.SSD).class_count(outputs) is None  # an SSD's count is its op's
+
+
+def test_a_yolo_label_file_takes_exactly_one_label_per_class() -> None:
+    from edgekit.labels import detector_labels_note
+
+    assert detector_labels_note(["x"] * 80, 80, background=False) is None
+    for n in (79, 81, 1000):  # one more is a shifted file for a YOLO head (class i is label i)
+        note = detector_labels_note(["x"] * n, 80, background=False)
+        assert note is not None and f"{n} entries" in note and "80 classes" in note
+
+
+def test_wrong_labels_on_a_yolo_detector_are_one_warning(tmp_path: Path, shared_models: Path) -> None:
+    tf = pytest.importorskip("tensorflow", reason="building the test YOLO head needs TensorFlow (the convert extra)")
+    import warnings
+
+    import numpy as np
+
+    from edgekit.tasks import Detector, DetectorOptions
+
+    w = tf.constant(np.random.default_rng(0).normal(0, 0.05, (3, 4 + 3)).astype(np.float32))
+
+    def head(x):  # type: ignore[no-untyped-def]  # [1, 32, 32, 3] -> [1, 4 + 3, 64]: boxes in pixels, 3 scores
+        raw = tf.reshape(tf.tensordot(tf.nn.avg_pool2d(x / 255.0, 4, 4, "VALID"), w, 1), (1, 64, 7))
+        return tf.transpose(tf.concat([tf.sigmoid(raw[..., :4]) * 32, tf.sigmoid(raw[..., 4:])], -1), (0, 2, 1))
+
+    fn = tf.function(head, input_signature=[tf.TensorSpec((1, 32, 32, 3), tf.float32)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()]).convert()
+    model = tmp_path / "yolo.tflite"
+    model.write_bytes(data)
+    with Detector(DetectorOptions(model=model, labels=shared_models / "imagenet_labels.txt")) as det:
+        assert det.labels_note is not None and "1001 entries" in det.labels_note and "3 classes" in det.labels_note
+    for labels, note in ((["a", "b", "c"], False), (["background", "a", "b", "c"], True)):
+        with Detector(DetectorOptions(model=model, labels=labels)) as det:
+            assert (det.labels_note is not None) == note, det.labels_note
+
+
 def test_classify_without_labels_says_how_to_name_the_ids(tiny_models: Any, shared_images: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     from edgekit.cli import main
