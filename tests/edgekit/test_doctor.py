@@ -181,3 +181,13 @@ def test_check_floors_names_the_one_too_old(imported: dict, failing: list[str]) 
     if failing == ["Pillow version", "OpenCV version"]:
         pil = next(c for c in checks if c.name == "Pillow version")
         assert pil.detail == f"Pillow 9.1.0 from {DEBIAN} is older than the 9.4 edgekit needs"
+
+
+def test_the_probes_are_the_librarys() -> None:
+    """A service or a test reads the machine without the CLI: the same checks `edgekit doctor` prints."""
+    from edgekit.doctor.probes import gather
+
+    checks = gather(".")
+    names = [c.name for c in checks]
+    assert names[0] == "python" and "disk" in names
+    assert all(isinstance(c.status, Status) and c.detail for c in checks)

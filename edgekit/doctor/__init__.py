@@ -2,8 +2,8 @@
 
 Each takes plain values (versions, device lists, build information) and returns
 :class:`Check` results, each problem with the command that fixes it, so every branch can be
-tested with inputs this machine does not have. :mod:`edgekit.commands.doctor` probes the
-machine and prints them.
+tested with inputs this machine does not have. :mod:`edgekit.doctor.probes` probes the
+machine (``gather()``); :mod:`edgekit.commands.doctor` prints them.
 """
 
 from __future__ import annotations
