@@ -1,6 +1,6 @@
 """The pipelined loop of `edgekit detect` against the usual serial loop, on one model and video.
 
-    python benchmarks/loop.py [-m MODEL] [--frames 150] [--rates 30,150] [--repeat 9] [--latency-repeat 7]
+    python benchmarks/loop.py [-m MODEL] [--frames 150] [--rates 30,150] [--repeat 9] [--latency-repeat 21]
 
 (a) the bare interpreter: invoke() on a fixed input, nothing else; also (a2) the best a bare
     program can do with the cores: two single-threaded interpreters invoking side by side, which is
@@ -10,10 +10,10 @@
 
 Throughput: every frame of a 640x480 MJPG video made from a real photo; prints c/a, c/a2, b/a
 and CPU per frame, with the range over rounds.
-Freshness: the same video played like a camera at each rate in --rates (frames arrive on
-their own clock; a camera driver holds --buffers frames for a reader that falls behind);
-prints the capture-to-result latency p50/p99 of (b) and (c), c/b and each against the bare
-inference time. (c) reads such a file the way a V4L2 camera is read: frames taken undecoded
+Freshness: such a video of --latency-seconds played like a camera at each rate in --rates
+(frames arrive on their own clock; a camera driver holds --buffers frames for a reader that
+falls behind); prints the capture-to-result latency p50/p99 of (b) and (c), and per round c/b
+and each against the bare inference time (a: 20 invokes back to back in the same round). (c) reads such a file the way a V4L2 camera is read: frames taken undecoded
 as they fall due, only those the model takes decoded (edgekit.sources.VideoSource); its fps
 shows what that freshness costs in throughput.
 Memory: peak RSS of `edgekit detect` on the video (a file: THROUGHPUT; --realtime: LATENCY)
@@ -214,6 +214,45 @@ def memory(model: str, video: Path, threads: int, repeat: int) -> None:
                       for k, v in got.items() if k != "bare"))
 
 
+def bare_invoke_ms(det: Detector, n: int = 20) -> float:
+    """(a) for latency: the median time of ``n`` invokes back to back, outputs read."""
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        _invoke_n(det.model, 1)
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(ts))
+
+
+def latency(det: Detector, tmp: Path, fps: float, args: argparse.Namespace) -> None:
+    """(b) and (c) on a --latency-seconds video played like a camera at ``fps``, and (a) the bare
+    invoke time, in rounds of rotating order; prints medians and ranges of the per-round ratios."""
+    video = make_video(tmp / f"pan{fps:g}.avi", max(10, int(fps * args.latency_seconds)), fps)
+    got: dict[str, list[tuple[float, float, float]]] = {"a": [], "b": [], "c": []}
+    stages: dict[str, float] = {}
+    for r in range(args.latency_repeat):
+        for name in rotated(list(got), r):
+            if name == "a":
+                got["a"].append((bare_invoke_ms(det), 0.0, 0.0))
+            elif name == "b":
+                _, lat_b = naive(det, video, fps, args.buffers)
+                got["b"].append((float(np.percentile(lat_b, 50)), float(np.percentile(lat_b, 99)), 0.0))
+            else:
+                c_fps, c50, c99, stages = pipelined(det, video, fps)
+                got["c"].append((c50, c99, c_fps))
+    a50, b50, c50 = ([x[0] for x in got[k]] for k in ("a", "b", "c"))
+    b99, c99 = (statistics.median(x[1] for x in got[k]) for k in ("b", "c"))
+    c_fps, infer_ms = statistics.median(x[2] for x in got["c"]), statistics.median(a50)
+    slower = "model slower than the camera" if infer_ms > 1e3 / fps else "model faster than the camera"
+    print(f"\nrealtime {fps:.0f} fps ({slower}; bare inference {spread(a50, '{:.1f}')} ms; "
+          f"{args.latency_repeat} rounds of {args.latency_seconds:g} s; load average {os.getloadavg()[0]:.1f}):")
+    print(f"  latency p50 (b) naive {spread(b50, '{:.1f}')} ms   (c) edgekit {spread(c50, '{:.1f}')} ms "
+          f"({c_fps:.1f} fps); p99 (b) {b99:.1f} (c) {c99:.1f} ms")
+    print(f"  p50 c/b = {spread([x / y for x, y in zip(c50, b50)])}   / bare inference: "
+          f"(b) {spread([x / y for x, y in zip(b50, a50)])}   (c) {spread([x / y for x, y in zip(c50, a50)])}")
+    print("  (c) stages p50 (last round): " + " / ".join(f"{k} {v:.1f}" for k, v in stages.items()) + " ms")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-m", "--model", default=str(SHARED / "models" / "ssd_mobilenet_v1_coco_quant.tflite"))
@@ -221,7 +260,8 @@ def main() -> int:
     ap.add_argument("--rates", default="30,150", help="camera frame rates for the freshness runs")
     ap.add_argument("--buffers", type=int, default=4, help="frames a camera driver queues (V4L2 in OpenCV: 4)")
     ap.add_argument("--repeat", type=int, default=9, help="throughput rounds")
-    ap.add_argument("--latency-repeat", type=int, default=7, help="rounds per camera rate")
+    ap.add_argument("--latency-repeat", type=int, default=21, help="rounds per camera rate")
+    ap.add_argument("--latency-seconds", type=float, default=2.0, help="length of each camera round's video")
     ap.add_argument("--memory-repeat", type=int, default=3, help="processes per case for peak memory (0: skip)")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
@@ -256,28 +296,8 @@ def main() -> int:
         print(f"  CPU time per frame (all threads): (a) {spread(cpu['a'], '{:.2f}')}   (b) {spread(cpu['b'], '{:.2f}')}"
               f"   (c) {spread(cpu['c'], '{:.2f}')} ms; c/a = {spread(ratio('c', 'a', cpu))}")
         print(f"  load average {os.getloadavg()[0]:.1f}")
-        infer_ms = 1e3 / a
         for fps in rates:
-            lat: dict[str, list[tuple[float, float, float]]] = {"b": [], "c": []}
-            for r in range(args.latency_repeat):
-                for name in rotated(["b", "c"], r):
-                    if name == "b":
-                        _, lat_b = naive(det, video, fps, args.buffers)
-                        lat["b"].append((float(np.percentile(lat_b, 50)), float(np.percentile(lat_b, 99)), 0.0))
-                    else:
-                        c_fps, c50, c99, stages = pipelined(det, video, fps)
-                        lat["c"].append((c50, c99, c_fps))
-            b50s, c50s = [x[0] for x in lat["b"]], [x[0] for x in lat["c"]]
-            b99, c99 = (statistics.median(x[1] for x in lat[k]) for k in ("b", "c"))
-            c_fps = statistics.median(x[2] for x in lat["c"])
-            slower = "model slower than the camera" if infer_ms > 1e3 / fps else "model faster than the camera"
-            print(f"\nrealtime {fps:.0f} fps ({slower}; bare inference {infer_ms:.1f} ms; "
-                  f"load average {os.getloadavg()[0]:.1f}):")
-            print(f"  latency p50 (b) naive {spread(b50s, '{:.1f}')} ms   (c) edgekit {spread(c50s, '{:.1f}')} ms "
-                  f"({c_fps:.1f} fps); p99 (b) {b99:.1f} (c) {c99:.1f} ms")
-            print(f"  p50 c/b = {spread([x / y for x, y in zip(c50s, b50s)])}   / bare inference: "
-                  f"(b) {spread([x / infer_ms for x in b50s], '{:.2f}')}x   (c) {spread([x / infer_ms for x in c50s], '{:.2f}')}x")
-            print("  (c) stages p50 (last round): " + " / ".join(f"{k} {v:.1f}" for k, v in stages.items()) + " ms")
+            latency(det, Path(tmp), fps, args)
         if args.memory_repeat:
             memory(args.model, video, det.model.num_threads, args.memory_repeat)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
