@@ -5,14 +5,15 @@
 (a) the bare interpreter: invoke() on a fixed input, nothing else; also (a2) the best a bare
     program can do with the cores: two single-threaded interpreters invoking side by side, which is
     what (c) runs on for a file (edgekit.loop.Performance.THROUGHPUT);
-(b) a naive serial loop: read a frame, resize it, invoke, read the outputs;
+(b) a naive serial loop: read a frame, resize it, invoke, read the outputs; for latency also
+    (b+) the same loop decoding its outputs into detections (edgekit's decoder), as (c) does;
 (c) `edgekit detect`'s loop (Detector.stream, headless).
 
 Throughput: every frame of a 640x480 MJPG video made from a real photo; prints c/a, c/a2, b/a
 and CPU per frame, with the range over rounds.
 Freshness: such a video of --latency-seconds played like a camera at each rate in --rates
 (frames arrive on their own clock; a camera driver holds --buffers frames for a reader that
-falls behind); prints the capture-to-result latency p50/p99 of (b) and (c), and per round c/b
+falls behind); prints the capture-to-result latency p50/p99 of (b) and (c), and per round c/b, c/b+
 and each against the bare inference time (a: 20 invokes back to back in the same round). (c) reads such a file the way a V4L2 camera is read: frames taken undecoded
 as they fall due, only those the model takes decoded (edgekit.sources.VideoSource); its fps
 shows what that freshness costs in throughput.
@@ -130,8 +131,10 @@ class EmulatedCamera:
         return (frame if ok else None), self.start + oldest * self.period
 
 
-def naive(det: Detector, video: Path, fps: float | None, buffers: int) -> tuple[float, list[float]]:
-    """(b) frames per second and capture-to-result latencies (ms) of the serial loop."""
+def naive(det: Detector, video: Path, fps: float | None, buffers: int,
+          decode: bool = False) -> tuple[float, list[float]]:
+    """(b) frames per second and capture-to-result latencies (ms) of the serial loop; ``decode``
+    (b+): its outputs also decoded into detections, by edgekit's decoder for the model, as (c) does."""
     model = det.model
     view_shape = model.inputs[0].shape
     cam = EmulatedCamera(video, fps, buffers) if fps else None
@@ -149,10 +152,12 @@ def naive(det: Detector, video: Path, fps: float | None, buffers: int) -> tuple[
             break
         rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
         x = np.empty(view_shape, np.uint8)
-        fit_into(rgb, x, ResizeMode.STRETCH)
+        transform = fit_into(rgb, x, ResizeMode.STRETCH)
         model.input_view(0)[...] = x
         model.invoke()
-        _ = [model.output(i) for i in range(len(model.outputs))]
+        outputs = [model.output(i) for i in range(len(model.outputs))]
+        if decode:
+            det._engine.decode(outputs, transform)
         latencies.append((time.perf_counter() - captured) * 1e3)
         n += 1
     return n / (time.perf_counter() - t0), latencies
@@ -228,19 +233,19 @@ def latency(det: Detector, tmp: Path, fps: float, args: argparse.Namespace) -> N
     """(b) and (c) on a --latency-seconds video played like a camera at ``fps``, and (a) the bare
     invoke time, in rounds of rotating order; prints medians and ranges of the per-round ratios."""
     video = make_video(tmp / f"pan{fps:g}.avi", max(10, int(fps * args.latency_seconds)), fps)
-    got: dict[str, list[tuple[float, float, float]]] = {"a": [], "b": [], "c": []}
+    got: dict[str, list[tuple[float, float, float]]] = {"a": [], "b": [], "b+": [], "c": []}
     stages: dict[str, float] = {}
     for r in range(args.latency_repeat):
         for name in rotated(list(got), r):
             if name == "a":
                 got["a"].append((bare_invoke_ms(det), 0.0, 0.0))
-            elif name == "b":
-                _, lat_b = naive(det, video, fps, args.buffers)
-                got["b"].append((float(np.percentile(lat_b, 50)), float(np.percentile(lat_b, 99)), 0.0))
+            elif name in ("b", "b+"):
+                _, lat_b = naive(det, video, fps, args.buffers, decode=name == "b+")
+                got[name].append((float(np.percentile(lat_b, 50)), float(np.percentile(lat_b, 99)), 0.0))
             else:
                 c_fps, c50, c99, stages = pipelined(det, video, fps)
                 got["c"].append((c50, c99, c_fps))
-    a50, b50, c50 = ([x[0] for x in got[k]] for k in ("a", "b", "c"))
+    a50, b50, bd50, c50 = ([x[0] for x in got[k]] for k in ("a", "b", "b+", "c"))
     b99, c99 = (statistics.median(x[1] for x in got[k]) for k in ("b", "c"))
     c_fps, infer_ms = statistics.median(x[2] for x in got["c"]), statistics.median(a50)
     slower = "model slower than the camera" if infer_ms > 1e3 / fps else "model faster than the camera"
@@ -248,6 +253,8 @@ def latency(det: Detector, tmp: Path, fps: float, args: argparse.Namespace) -> N
           f"{args.latency_repeat} rounds of {args.latency_seconds:g} s; load average {os.getloadavg()[0]:.1f}):")
     print(f"  latency p50 (b) naive {spread(b50, '{:.1f}')} ms   (c) edgekit {spread(c50, '{:.1f}')} ms "
           f"({c_fps:.1f} fps); p99 (b) {b99:.1f} (c) {c99:.1f} ms")
+    print(f"  (b+) naive decoding its detections too: p50 {spread(bd50, '{:.1f}')} ms; c/b+ = "
+          f"{spread([x / y for x, y in zip(c50, bd50)])}")
     print(f"  p50 c/b = {spread([x / y for x, y in zip(c50, b50)])}   / bare inference: "
           f"(b) {spread([x / y for x, y in zip(b50, a50)])}   (c) {spread([x / y for x, y in zip(c50, a50)])}")
     print("  (c) stages p50 (last round): " + " / ".join(f"{k} {v:.1f}" for k, v in stages.items()) + " ms")

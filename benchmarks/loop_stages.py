@@ -81,8 +81,10 @@ def invoke_gaps(path: str, threads: int, period: float, n: int) -> tuple[float, 
         m.close()
 
 
-def stamped_run(det: Detector, video: Path, fps: float | None) -> tuple[dict[str, float], dict[str, float], int]:
-    """Median ms of each step (from the frame's capture) and CPU ms per frame of each thread."""
+def stamped_run(det: Detector, video: Path, fps: float | None,
+                performance: str = "latency") -> tuple[dict[str, float], dict[str, float], int]:
+    """Median ms of each step (from the frame's capture) and CPU ms per frame of each thread.
+    ``performance`` other than latency (a file on two workers): the loop's own stage medians only."""
     decodes: list[tuple[float, float]] = []  # (taken, decoded), in the order frames were decoded
     writes: list[tuple[float, float]] = []
     infers: list[tuple[float, float]] = []
@@ -130,9 +132,18 @@ def stamped_run(det: Detector, video: Path, fps: float | None) -> tuple[dict[str
         infers.append((t0, time.perf_counter()))
         return out
 
-    engine.write, engine.infer = timed_write, timed_infer
+    decode = engine.decode
+    results: list[tuple[float, float]] = []
+
+    def timed_decode(outputs, transform):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        out = decode(outputs, transform)
+        results.append((t0, time.perf_counter()))
+        return out
+
+    engine.write, engine.infer, engine.decode = timed_write, timed_infer, timed_decode
     spec = parse_source(video, realtime=fps is not None, fps=fps)
-    stream = det.stream(VideoSource(spec, opener=opener), performance="latency")
+    stream = det.stream(VideoSource(spec, opener=opener), performance=performance)
     cpu0 = thread_cpu()
     cpu1: dict[str, float] = {}
     rows = []
@@ -143,13 +154,16 @@ def stamped_run(det: Detector, video: Path, fps: float | None) -> tuple[dict[str
                 if len(rows) % 10 == 0:  # threads that have ended are gone from /proc: sample while they run
                     cpu1 = thread_cpu()
     finally:
-        engine.write, engine.infer = write, infer
+        engine.write, engine.infer, engine.decode = write, infer, decode
     n = max(1, len(rows) // 10 * 10)
+    cpu = {k: (cpu1[k] - cpu0.get(k, 0.0)) * 1e3 / n for k in cpu1 if cpu1[k] - cpu0.get(k, 0.0) > 0}
+    if performance != "latency":
+        return {f"{k} p50": v for k, v in stream.summary.stages_p50_ms.items()}, cpu, len(rows)
     if fps is None:  # every frame is decoded; a file read ahead: times from when it was decoded
         starts = [d[1] for d in decodes[:len(rows)]]
     else:  # frames fall due on the camera's clock; only those taken are decoded
         starts = [row[0] for row in rows]
-    k = min(len(rows), len(decodes), len(writes), len(infers))
+    k = min(len(rows), len(decodes), len(writes), len(infers), len(results))
     marks = {**({"grabbed": [grabbed[i] - starts[i] for i in range(k)]} if fps and grabbed else {}),
              "decode began": [decodes[i][0] - starts[i] for i in range(k)],
              "decoded": [decodes[i][1] - starts[i] for i in range(k)],
@@ -157,11 +171,12 @@ def stamped_run(det: Detector, video: Path, fps: float | None) -> tuple[dict[str
              "preprocessed": [writes[i][1] - starts[i] for i in range(k)],
              "invoke began": [infers[i][0] - starts[i] for i in range(k)],
              "inferred": [infers[i][1] - starts[i] for i in range(k)],
+             "results decode began": [results[i][0] - starts[i] for i in range(k)],
+             "results decoded": [results[i][1] - starts[i] for i in range(k)],
              "caller has it": [rows[i][1] - starts[i] for i in range(k)]}
     steps = {name: float(np.median(v)) * 1e3 for name, v in marks.items()}
     steps["invoke"] = float(np.median([b - a for a, b in infers[:k]])) * 1e3
     steps["latency p50"] = float(np.median([row[2] for row in rows]))
-    cpu = {k: (cpu1[k] - cpu0.get(k, 0.0)) * 1e3 / n for k in cpu1 if cpu1[k] - cpu0.get(k, 0.0) > 0}
     return steps, cpu, len(rows)
 
 
@@ -181,10 +196,13 @@ def main() -> int:
         for th in (1, 2):
             back, gapped = invoke_gaps(args.model, th, 1 / 30, 60)
             print(f"bare invoke, {th} thread(s): back to back {back:.2f} ms, once per 33 ms {gapped:.2f} ms")
-        for rate in [float(r) for r in args.rates.split(",") if r]:
-            steps, cpu, n = stamped_run(det, video, rate or None)
-            print(f"\n{'flat out' if not rate else f'{rate:.0f} fps camera'}: {n} frames")
-            print("  ms after " + ("decoding" if not rate else "falling due") + ": "
+        runs = [(float(r), "latency") for r in args.rates.split(",") if r]
+        runs += [(0.0, "auto")] if any(r == 0 for r, _ in runs) else []
+        for rate, perf in runs:
+            steps, cpu, n = stamped_run(det, video, rate or None, perf)
+            print(f"\n{'flat out' if not rate else f'{rate:.0f} fps camera'}, performance {perf}: {n} frames")
+            print("  ms " + ("(stage medians)" if perf != "latency" else "after decoding" if not rate
+                           else "after falling due") + ": "
                   + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()))
             print("  CPU ms per frame by thread: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(cpu.items())))
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
