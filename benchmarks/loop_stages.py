@@ -2,10 +2,11 @@
 
     python benchmarks/loop_stages.py [-m MODEL] [--frames 150] [--rates 0,30]
 
-For each rate (0: every frame of the file, flat out; else the file played like a camera), runs
+For each rate (0: every frame of the file, flat out, on one interpreter and then on the
+THROUGHPUT workers, where only stage medians and CPU are shown; else the file played like a camera), runs
 Detector.stream on a 640x480 MJPG video and stamps each frame on its way (time.perf_counter):
 due/captured -> taken by the inference thread -> decoded (MJPG) -> preprocessed -> inferred ->
-handed to the caller -> results decoded. Prints the median of each step, the CPU time each
+results decoded -> in the caller's hands. Prints the median of each step, the CPU time each
 thread used per frame (from /proc/self/task, Linux), and the bare invoke time of the same
 interpreter when invoked back to back and when invoked once per camera period (a pool of
 XNNPACK threads that sleeps between frames has to be woken).
