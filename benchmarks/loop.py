@@ -243,8 +243,8 @@ def latency(det: Detector, tmp: Path, fps: float, args: argparse.Namespace) -> N
                 _, lat_b = naive(det, video, fps, args.buffers, decode=name == "b+")
                 got[name].append((float(np.percentile(lat_b, 50)), float(np.percentile(lat_b, 99)), 0.0))
             else:
-                c_fps, c50, c99, stages = pipelined(det, video, fps)
-                got["c"].append((c50, c99, c_fps))
+                fps_c, p50_c, p99_c, stages = pipelined(det, video, fps)
+                got["c"].append((p50_c, p99_c, fps_c))
     a50, b50, bd50, c50 = ([x[0] for x in got[k]] for k in ("a", "b", "b+", "c"))
     b99, c99 = (statistics.median(x[1] for x in got[k]) for k in ("b", "c"))
     c_fps, infer_ms = statistics.median(x[2] for x in got["c"]), statistics.median(a50)
