@@ -1,24 +1,31 @@
 """The pipelined loop of `edgekit detect` against the usual serial loop, on one model and video.
 
-    python benchmarks/loop.py [-m MODEL] [--frames 150] [--rates 30,150] [--repeat 7]
+    python benchmarks/loop.py [-m MODEL] [--frames 150] [--rates 30,150] [--repeat 9] [--latency-repeat 21]
 
 (a) the bare interpreter: invoke() on a fixed input, nothing else; also (a2) the best a bare
     program can do with the cores: two single-threaded interpreters invoking side by side, which is
     what (c) runs on for a file (edgekit.loop.Performance.THROUGHPUT);
-(b) a naive serial loop: read a frame, resize it, invoke, read the outputs;
+(b) a naive serial loop: read a frame, resize it, invoke, read the outputs; for latency also
+    (b+) the same loop decoding its outputs into detections (edgekit's decoder), as (c) does;
 (c) `edgekit detect`'s loop (Detector.stream, headless).
 
-Throughput: every frame of a 640x480 MJPG video made from a real photo; prints c/a and b/a.
-Freshness: the same video played like a camera at each rate in --rates (frames arrive on
-their own clock; a camera driver holds --buffers frames for a reader that falls behind);
-prints the capture-to-result latency p50/p99 of (b) and (c) against the bare inference time.
-(c) reads such a file the way a V4L2 camera is read: frames taken undecoded as they fall due,
-only those the model takes decoded, and one over half a frame period old passed over for the
-next (edgekit.sources.VideoSource); its fps shows what that freshness costs in throughput.
-Targets (issue 4): c/a >= 0.97; latency p50 < 1.5x bare inference when the model is slower
-than the camera.
-Rounds alternate a, b, c so that other load on the machine hits all three alike; the median
-round is reported, with the load average (other programs running distort every figure).
+Throughput: every frame of a 640x480 MJPG video made from a real photo; prints c/a, c/a2, b/a
+and CPU per frame, with the range over rounds.
+Freshness: such a video of --latency-seconds played like a camera at each rate in --rates
+(frames arrive on their own clock; a camera driver holds --buffers frames for a reader that
+falls behind); prints the capture-to-result latency p50/p99 of (b) and (c), and per round c/b, c/b+
+and each against the bare inference time (a: 20 invokes back to back in the same round). (c) reads such a file the way a V4L2 camera is read: frames taken undecoded
+as they fall due, only those the model takes decoded (edgekit.sources.VideoSource); its fps
+shows what that freshness costs in throughput.
+Memory: peak RSS of `edgekit detect` on the video (a file: THROUGHPUT; --realtime: LATENCY)
+against a bare loop in its own process (the interpreter, OpenCV reading and resizing), from
+os.wait4 of each child.
+Targets (issue 29): c/a >= 0.97, c/a2 >= 0.95, CPU per frame <= 1.1x bare; latency p50 at a
+camera rate the model keeps up with <= the naive loop's and <= 1.3x bare inference, 1.2x where
+the model is slower than the camera; peak memory <= 1.3x the bare loop's.
+Rounds run every case once in an order that rotates (benchmarks/_common.rotated), so drift in
+clock speed or other load hits every case alike; medians are printed with the range of rounds,
+and the load average (other programs running distort every figure).
 """
 
 from __future__ import annotations
@@ -44,6 +51,9 @@ from edgekit.tasks import Detector
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
+sys.path.insert(0, str(ROOT))
+from benchmarks._common import rotated  # noqa: E402
+from benchmarks.startup import run_once  # noqa: E402 - peak RSS of a child, through GNU time
 
 
 def make_video(path: Path, frames: int, fps: float) -> Path:
@@ -121,8 +131,10 @@ class EmulatedCamera:
         return (frame if ok else None), self.start + oldest * self.period
 
 
-def naive(det: Detector, video: Path, fps: float | None, buffers: int) -> tuple[float, list[float]]:
-    """(b) frames per second and capture-to-result latencies (ms) of the serial loop."""
+def naive(det: Detector, video: Path, fps: float | None, buffers: int,
+          decode: bool = False) -> tuple[float, list[float]]:
+    """(b) frames per second and capture-to-result latencies (ms) of the serial loop; ``decode``
+    (b+): its outputs also decoded into detections, by edgekit's decoder for the model, as (c) does."""
     model = det.model
     view_shape = model.inputs[0].shape
     cam = EmulatedCamera(video, fps, buffers) if fps else None
@@ -140,10 +152,12 @@ def naive(det: Detector, video: Path, fps: float | None, buffers: int) -> tuple[
             break
         rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
         x = np.empty(view_shape, np.uint8)
-        fit_into(rgb, x, ResizeMode.STRETCH)
+        transform = fit_into(rgb, x, ResizeMode.STRETCH)
         model.input_view(0)[...] = x
         model.invoke()
-        _ = [model.output(i) for i in range(len(model.outputs))]
+        outputs = [model.output(i) for i in range(len(model.outputs))]
+        if decode:
+            det._engine.decode(outputs, transform)
         latencies.append((time.perf_counter() - captured) * 1e3)
         n += 1
     return n / (time.perf_counter() - t0), latencies
@@ -164,14 +178,98 @@ def pipelined(det: Detector, video: Path, fps: float | None) -> tuple[float, flo
     return s.fps, s.latency_p50_ms, s.latency_p99_ms, s.stages_p50_ms
 
 
+def spread(values: list[float], fmt: str = "{:.3f}") -> str:
+    """The median of ``values`` and their range over rounds."""
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+BARE_LOOP = """
+import sys, cv2, numpy as np
+from ai_edge_litert.interpreter import Interpreter
+it = Interpreter(model_path=sys.argv[1], num_threads=int(sys.argv[3]))
+it.allocate_tensors()
+inp, outs = it.get_input_details()[0], it.get_output_details()
+h, w = inp["shape"][1:3]
+cap = cv2.VideoCapture(sys.argv[2])
+while True:
+    ok, frame = cap.read()
+    if not ok:
+        break
+    x = cv2.resize(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB), (int(w), int(h)))
+    it.set_tensor(inp["index"], x[None].astype(inp["dtype"]))
+    it.invoke()
+    _ = [it.get_tensor(o["index"]) for o in outs]
+"""
+
+
+def memory(model: str, video: Path, threads: int, repeat: int) -> None:
+    """Peak RSS of `edgekit detect` (a file read in full, and played like a camera; default threads)
+    and of a bare loop on ``threads`` threads."""
+    edgekit = [sys.executable, "-m", "edgekit", "detect", "-m", model, "--source", str(video), "-q"]
+    cases = {"bare": [sys.executable, "-c", BARE_LOOP, model, str(video), str(threads)],
+             "edgekit": edgekit, "edgekit --realtime": [*edgekit, "--realtime"]}
+    got: dict[str, list[float]] = {k: [] for k in cases}
+    with tempfile.TemporaryDirectory() as scratch:
+        for r in range(repeat):
+            for name in rotated(list(cases), r):
+                got[name].append(run_once(cases[name], dict(os.environ), Path(scratch))[1])
+    bare = statistics.median(got["bare"])
+    print(f"\npeak memory (RSS, median of {repeat} processes each): bare loop {bare:.0f} MB; "
+          + "; ".join(f"{k} {statistics.median(v):.0f} MB = {statistics.median(v) / bare:.2f}x"
+                      for k, v in got.items() if k != "bare"))
+
+
+def bare_invoke_ms(det: Detector, n: int = 20) -> float:
+    """(a) for latency: the median time of ``n`` invokes back to back, outputs read."""
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        _invoke_n(det.model, 1)
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(ts))
+
+
+def latency(det: Detector, tmp: Path, fps: float, args: argparse.Namespace) -> None:
+    """(b) and (c) on a --latency-seconds video played like a camera at ``fps``, and (a) the bare
+    invoke time, in rounds of rotating order; prints medians and ranges of the per-round ratios."""
+    video = make_video(tmp / f"pan{fps:g}.avi", max(10, int(fps * args.latency_seconds)), fps)
+    got: dict[str, list[tuple[float, float, float]]] = {"a": [], "b": [], "b+": [], "c": []}
+    stages: dict[str, float] = {}
+    for r in range(args.latency_repeat):
+        for name in rotated(list(got), r):
+            if name == "a":
+                got["a"].append((bare_invoke_ms(det), 0.0, 0.0))
+            elif name in ("b", "b+"):
+                _, lat_b = naive(det, video, fps, args.buffers, decode=name == "b+")
+                got[name].append((float(np.percentile(lat_b, 50)), float(np.percentile(lat_b, 99)), 0.0))
+            else:
+                fps_c, p50_c, p99_c, stages = pipelined(det, video, fps)
+                got["c"].append((p50_c, p99_c, fps_c))
+    a50, b50, bd50, c50 = ([x[0] for x in got[k]] for k in ("a", "b", "b+", "c"))
+    b99, c99 = (statistics.median(x[1] for x in got[k]) for k in ("b", "c"))
+    c_fps, infer_ms = statistics.median(x[2] for x in got["c"]), statistics.median(a50)
+    slower = "model slower than the camera" if infer_ms > 1e3 / fps else "model faster than the camera"
+    print(f"\nrealtime {fps:.0f} fps ({slower}; bare inference {spread(a50, '{:.1f}')} ms; "
+          f"{args.latency_repeat} rounds of {args.latency_seconds:g} s; load average {os.getloadavg()[0]:.1f}):")
+    print(f"  latency p50 (b) naive {spread(b50, '{:.1f}')} ms   (c) edgekit {spread(c50, '{:.1f}')} ms "
+          f"({c_fps:.1f} fps); p99 (b) {b99:.1f} (c) {c99:.1f} ms")
+    print(f"  (b+) naive decoding its detections too: p50 {spread(bd50, '{:.1f}')} ms; c/b+ = "
+          f"{spread([x / y for x, y in zip(c50, bd50)])}")
+    print(f"  p50 c/b = {spread([x / y for x, y in zip(c50, b50)])}   / bare inference: "
+          f"(b) {spread([x / y for x, y in zip(b50, a50)])}   (c) {spread([x / y for x, y in zip(c50, a50)])}")
+    print("  (c) stages p50 (last round): " + " / ".join(f"{k} {v:.1f}" for k, v in stages.items()) + " ms")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-m", "--model", default=str(SHARED / "models" / "ssd_mobilenet_v1_coco_quant.tflite"))
     ap.add_argument("--frames", type=int, default=150)
     ap.add_argument("--rates", default="30,150", help="camera frame rates for the freshness runs")
     ap.add_argument("--buffers", type=int, default=4, help="frames a camera driver queues (V4L2 in OpenCV: 4)")
-    ap.add_argument("--repeat", type=int, default=7, help="throughput rounds")
-    ap.add_argument("--latency-repeat", type=int, default=3, help="rounds per camera rate")
+    ap.add_argument("--repeat", type=int, default=9, help="throughput rounds")
+    ap.add_argument("--latency-repeat", type=int, default=21, help="rounds per camera rate")
+    ap.add_argument("--latency-seconds", type=float, default=2.0, help="length of each camera round's video")
+    ap.add_argument("--memory-repeat", type=int, default=3, help="processes per case for peak memory (0: skip)")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
     print(machine_line())
@@ -180,37 +278,35 @@ def main() -> int:
             args.model, num_threads=args.threads, warmup=5) as det:
         video = make_video(Path(tmp) / "pan.avi", args.frames, 30.0)
         print(f"model {Path(args.model).name}, {det.model.describe()['delegate']}, {det.model.num_threads} threads; "
-              f"video 640x480 MJPG, {args.frames} frames; median of {args.repeat} rounds; "
+              f"video 640x480 MJPG, {args.frames} frames; medians (ranges) of {args.repeat} rounds; "
               f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         pair_threads = max(1, (args.threads or default_threads()) // 2)
-        rounds = []
-        for _ in range(args.repeat):
-            a, a_cpu = cpu_per_frame(lambda: bare(det, args.frames), args.frames)
-            a2 = bare_pair(args.model, pair_threads, args.frames)
-            b, b_cpu = cpu_per_frame(lambda: naive(det, video, None, args.buffers)[0], args.frames)
-            c, c_cpu = cpu_per_frame(lambda: pipelined(det, video, None)[0], args.frames)
-            rounds.append((a, b, c, b / a, c / a, a_cpu, b_cpu, c_cpu, a2, c / a2))
-        a, b, c, ba, ca, a_cpu, b_cpu, c_cpu, a2, ca2 = (statistics.median(r[i] for r in rounds) for i in range(10))
+        cases: dict[str, Callable[[], float]] = {
+            "a": lambda: bare(det, args.frames), "a2": lambda: bare_pair(args.model, pair_threads, args.frames),
+            "b": lambda: naive(det, video, None, args.buffers)[0], "c": lambda: pipelined(det, video, None)[0]}
+        got: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
+        for r in range(args.repeat):
+            for name in rotated(list(cases), r):
+                got[name].append(cpu_per_frame(cases[name], args.frames))
+        rate = {k: [v[0] for v in got[k]] for k in got}
+        cpu = {k: [v[1] for v in got[k]] for k in got}
+
+        def ratio(x: str, y: str, of: dict[str, list[float]] = rate) -> list[float]:
+            return [p / q for p, q in zip(of[x], of[y])]
+
+        a, b, c, a2 = (statistics.median(rate[k]) for k in ("a", "b", "c", "a2"))
         print(f"\nthroughput, every frame: (a) bare {a:.1f}/s   (b) naive {b:.1f} fps   (c) edgekit {c:.1f} fps "
-              f"on {WORKERS[-1]} interpreter(s)")
-        print(f"  b/a = {ba:.3f}   c/a = {ca:.3f}   (per round c/a: {', '.join(f'{r[4]:.3f}' for r in rounds)})")
-        print(f"  (a2) two {pair_threads}-thread interpreters side by side, bare: {a2:.1f}/s; c/a2 = {ca2:.3f}")
+              f"on {WORKERS[-1]} interpreter(s); (a2) two {pair_threads}-thread interpreters side by side, bare "
+              f"{a2:.1f}/s")
+        print(f"  c/a = {spread(ratio('c', 'a'))}   c/a2 = {spread(ratio('c', 'a2'))}   b/a = {spread(ratio('b', 'a'))}")
         # When the interpreters' threads fill every core, decoding and resizing take CPU from them.
-        print(f"  CPU time per frame (all threads): (a) {a_cpu:.2f} ms   (b) {b_cpu:.2f} ms   (c) {c_cpu:.2f} ms")
-        infer_ms = 1e3 / a
+        print(f"  CPU time per frame (all threads): (a) {spread(cpu['a'], '{:.2f}')}   (b) {spread(cpu['b'], '{:.2f}')}"
+              f"   (c) {spread(cpu['c'], '{:.2f}')} ms; c/a = {spread(ratio('c', 'a', cpu))}")
+        print(f"  load average {os.getloadavg()[0]:.1f}")
         for fps in rates:
-            rows = []
-            for _ in range(args.latency_repeat):
-                _, lat_b = naive(det, video, fps, args.buffers)
-                c_fps, c50, c99, stages = pipelined(det, video, fps)
-                rows.append((float(np.percentile(lat_b, 50)), float(np.percentile(lat_b, 99)), c50, c99, c_fps))
-            b50, b99, c50, c99, c_fps = (statistics.median(r[i] for r in rows) for i in range(5))
-            slower = "model slower than the camera" if infer_ms > 1e3 / fps else "model faster than the camera"
-            print(f"\nrealtime {fps:.0f} fps ({slower}; bare inference {infer_ms:.1f} ms):")
-            print(f"  latency p50/p99  (b) naive {b50:.1f} / {b99:.1f} ms   (c) edgekit {c50:.1f} / {c99:.1f} ms "
-                  f"({c_fps:.1f} fps)")
-            print(f"  p50 / bare inference: (b) {b50 / infer_ms:.2f}x   (c) {c50 / infer_ms:.2f}x   (c) stages p50: "
-                  + " / ".join(f"{k} {v:.1f}" for k, v in stages.items()) + " ms")
+            latency(det, Path(tmp), fps, args)
+        if args.memory_repeat:
+            memory(args.model, video, det.model.num_threads, args.memory_repeat)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 

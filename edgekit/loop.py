@@ -10,9 +10,10 @@ TFLite interpreter release the GIL while they work):
   given ``workers`` (see :class:`Performance`), several single-threaded interpreters each
   take the next frame and resize it straight into their own input tensor (while one
   preprocesses, the other infers), and results are put back in frame order;
-* a live source (camera, stream, ``realtime`` file) keeps only its newest frame, and the
-  inference thread takes it the moment the interpreter is free and resizes it straight
-  into the input tensor, so results are as fresh as the model allows;
+* a live source (camera, stream, ``realtime`` file) keeps only its newest frame, resized
+  straight into the input tensor the moment the interpreter is free: in the caller's thread
+  while the model and the caller keep up with the camera (no thread to wake per frame), by an
+  inference thread once they do not (see ``Stream._live_items``);
 * decoding outputs into results, and whatever the caller does with them, runs in the
   caller's thread (the iterator of :class:`Stream`).
 """
@@ -33,6 +34,8 @@ from edgekit.results import FrameResult, Result, StageTimes
 from edgekit.sources import Handoff, Frame, VideoSource, background_priority
 
 __all__ = ["Engine", "LoopOptions", "LoopSummary", "Performance", "Stream", "SampleWindow"]
+
+LIVE_OVERRUNS = 3  # frames in a row over a frame period before a live stream pipelines (see Stream._live_items)
 
 
 class Engine(Protocol):
@@ -57,11 +60,10 @@ class Performance(str, enum.Enum):
     * ``LATENCY``: one interpreter using every thread it was given, each frame as soon as
       possible: what a camera needs, where only the newest frame matters.
     * ``THROUGHPUT``: for a file or folder, where every frame is processed and only the total
-      time counts: two interpreters with half the threads each, working on consecutive frames
-      at once. One interpreter's threads wait for each other at every layer and cannot hide the
-      time spent reading and resizing frames; two single-threaded ones keep every core busy
-      (SSD MobileNet on 2 cores: 116 against 109 inferences/s bare, and reading the video
-      overlaps). Each frame takes longer, and the model is in memory twice.
+      time counts: two interpreters with half the threads each on consecutive frames at once.
+      One interpreter's threads wait for each other at every layer and cannot hide reading and
+      resizing; two single-threaded ones keep every core busy (SSD MobileNet on 2 cores: 116
+      against 109 inferences/s bare). Each frame takes longer; the model is in memory twice.
     * ``AUTO``: THROUGHPUT for a file or folder read in full on a CPU with at least 2 cores
       when the thread count was left to edgekit; LATENCY otherwise (cameras, streams,
       ``realtime`` files, the Edge TPU, an explicit thread count).
@@ -234,9 +236,8 @@ class Stream:
         # Workers taking turns on a file read it themselves (ReadMode.AUTO -> PULL): while one reads
         # and resizes, the other infers, so a capture thread would only add a hand-over per frame.
         self._source.start(consumers=len(self._workers))
-        if self._live:
-            self._running_workers = 1
-            self._spawn("edgekit-inference", self._infer_live)
+        if self._live:  # inferred in the caller's thread until an inference thread pays (see _live_items)
+            pass
         elif len(self._workers) > 1:
             # Each worker takes the next frame and resizes it into its own input tensor: while one
             # preprocesses, the other infers, so no separate stage (and hand-over) is needed.
@@ -258,8 +259,7 @@ class Stream:
 
     def stop(self, reason: str = "stop request") -> None:
         """Stop soon: frames already inferred are still handed out, then iteration ends."""
-        if self._stopped_by is None:
-            self._stopped_by = reason
+        self._stopped_by = self._stopped_by or reason
         # A signal handler may interrupt a thread holding a channel's lock: do the closing elsewhere.
         threading.Thread(target=self._halt, name="edgekit-stop", daemon=True).start()
 
@@ -273,8 +273,7 @@ class Stream:
         if self._closed:
             return
         self._closed = True
-        if self._stopped_by is None:
-            self._stopped_by = "close"
+        self._stopped_by = self._stopped_by or "close"
         self._halt()
         self._done.close(discard=True)
         for t in self._threads:
@@ -283,9 +282,7 @@ class Stream:
             on_close, self._on_close = self._on_close, None
             on_close()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
+    closed = property(lambda self: self._closed)
 
     def __enter__(self) -> Stream:
         return self
@@ -298,8 +295,7 @@ class Stream:
         try:
             target(*args)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the iterating thread
-            if self._error is None:
-                self._error = exc
+            self._error = self._error or exc
             self._halt()
         finally:
             if target == self._preprocess:
@@ -307,9 +303,8 @@ class Stream:
             else:
                 with self._count_lock:
                     self._running_workers -= 1
-                    last = self._running_workers == 0
-                if last:
-                    self._done.close()
+                    if self._running_workers == 0:
+                        self._done.close()
 
     def _preprocess(self) -> None:
         # Only a file read by one interpreter is preprocessed ahead. Background priority keeps the
@@ -328,15 +323,13 @@ class Stream:
                 return
             seq += 1
 
-    def _infer_live(self) -> None:
-        seq = 0
-        while (frame := self._source.get()) is not None:
-            if not self._write_and_infer(self._engine, frame, seq):
-                return
+    def _infer_live(self, seq: int) -> None:
+        while (frame := self._source.get()) is not None and self._done.put(self._inferred(self._engine, frame, seq)):
             seq += 1
 
-    def _write_and_infer(self, engine: Engine, frame: Frame, seq: int) -> bool:
-        """Resize ``frame`` straight into ``engine``'s input, run it, hand the outputs on; False once closed."""
+    @staticmethod
+    def _inferred(engine: Engine, frame: Frame, seq: int) -> _Inferred:
+        """Resize ``frame`` straight into ``engine``'s input and run it, in the calling thread."""
         with engine.lock:
             t0 = time.perf_counter()
             pixels, bgr = frame.pixels
@@ -344,14 +337,43 @@ class Stream:
             t1 = time.perf_counter()
             outputs = engine.infer()
         ms = (time.perf_counter() - t1) * 1e3
-        return self._done.put(_Inferred(seq, frame, transform, outputs, (t1 - t0) * 1e3, ms, engine))
+        return _Inferred(seq, frame, transform, outputs, (t1 - t0) * 1e3, ms, engine)
+
+    def _live_items(self, timeout: Callable[[], float | None]) -> Iterator[_Inferred | None]:
+        """A live source's frames, inferred in this (the caller's) thread while the model and the
+        caller's work on a result fit in a frame period: no thread to wake per frame. Once they
+        overrun it ``LIVE_OVERRUNS`` frames in a row, an inference thread takes over for good, so
+        the model works on the next frame while the caller handles this one."""
+        seq, overruns, periods = 0, 0, list[float]()
+        last: Frame | None = None
+        while overruns < LIVE_OVERRUNS:
+            try:
+                if (frame := self._source.get(timeout())) is None:
+                    if self._source.finished:
+                        return
+                    yield None
+                    continue
+                t0 = time.perf_counter()
+                item = self._inferred(self._engine, frame, seq)
+            except Exception as exc:  # noqa: BLE001 - raised by __iter__, as a stage thread's error is
+                self._error = exc
+                return
+            if last is not None and frame.index > last.index:
+                periods = [*periods[-7:], (frame.capture_ts - last.capture_ts) / (frame.index - last.index)]
+            last, seq = frame, seq + 1
+            yield item
+            period = float(np.median(periods)) if periods else None
+            overruns = overruns + 1 if period is not None and time.perf_counter() - t0 > period else 0
+        self._running_workers = 1
+        self._spawn("edgekit-inference", self._infer_live, seq)
+        yield from self._in_order(timeout, seq)
 
     def _infer_own(self, engine: Engine) -> None:
         while True:
             with self._take_lock:  # frames leave the source in order and get their place in it
                 frame = self._source.get()
                 seq, self._next_seq = self._next_seq, self._next_seq + 1
-            if frame is None or not self._write_and_infer(engine, frame, seq):
+            if frame is None or not self._done.put(self._inferred(engine, frame, seq)):
                 return
 
     def _infer_staged(self, engine: Engine) -> None:
@@ -366,10 +388,9 @@ class Stream:
                                             staged.preprocess_ms, ms, engine)):
                 return
 
-    def _in_order(self, timeout: Callable[[], float | None]) -> Iterator[_Inferred | None]:
-        """Inferred frames in frame order (workers may finish out of order); None on a timeout."""
+    def _in_order(self, timeout: Callable[[], float | None], next_seq: int = 0) -> Iterator[_Inferred | None]:
+        """Inferred frames in frame order from ``next_seq`` on (workers may finish out of order); None on a timeout."""
         pending: dict[int, _Inferred] = {}
-        next_seq = 0
         while True:
             item = self._done.get(timeout())
             if item is None:
@@ -390,7 +411,7 @@ class Stream:
         def timeout() -> float | None:
             return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
-        for item in self._in_order(timeout):
+        for item in (self._live_items if self._live else self._in_order)(timeout):
             if item is None:
                 if deadline is not None and time.perf_counter() >= deadline:
                     self._stopped_by = self._stopped_by or "duration"

@@ -92,6 +92,46 @@ def test_a_live_source_is_processed_fresh_and_straight_into_the_tensor() -> None
     assert summary.latency_p50_ms < 150
 
 
+class ThreadNotingEngine(FakeEngine):
+    """A FakeEngine that notes the thread of each inference."""
+
+    def __init__(self, infer_s: float = 0.0) -> None:
+        super().__init__(infer_s)
+        self.threads: list[str] = []
+
+    def infer(self) -> list[np.ndarray]:
+        self.threads.append(threading.current_thread().name)
+        return super().infer()
+
+
+def test_a_live_source_the_model_keeps_up_with_is_inferred_in_the_callers_thread() -> None:
+    engine = ThreadNotingEngine()
+    with stream_of(engine, LIVE_FILE, FakeReader(0, 40)) as s:  # 0.2 s of a 200 fps camera
+        results = list(s)
+    assert len(results) > 10 and set(engine.threads) == {threading.current_thread().name}
+    assert [r.classes.top.id for r in results] == [r.index for r in results]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("infer_s, caller_s", [(0.02, 0.0), (0.0, 0.02)])
+def test_a_live_source_that_outpaces_model_and_caller_gets_an_inference_thread(infer_s: float,
+                                                                               caller_s: float) -> None:
+    """A 200 fps camera (5 ms a frame) and 20 ms of inference, or of the caller's work per result:
+    after LIVE_OVERRUNS frames over the period the model works on the next frame while the caller has this one."""
+    from edgekit.loop import LIVE_OVERRUNS
+
+    engine = ThreadNotingEngine(infer_s)
+    with stream_of(engine, LIVE_FILE, FakeReader(0, 100)) as s:
+        results = []
+        for r in s:
+            results.append(r)
+            time.sleep(caller_s)
+    inline = engine.threads.count(threading.current_thread().name)  # the first frame sets no period yet
+    assert LIVE_OVERRUNS <= inline <= LIVE_OVERRUNS + 1
+    assert set(engine.threads[inline:]) == {"edgekit-inference"} and len(engine.threads) > inline + 2
+    idx = [r.index for r in results]
+    assert idx == sorted(idx) and [r.classes.top.id for r in results] == idx  # type: ignore[union-attr]
+
+
 def test_stages_overlap_instead_of_adding_up() -> None:
     """Reading (15 ms), inference (20 ms) and output (10 ms) in turn would take 45 ms a frame."""
     engine = FakeEngine(infer_s=0.02)
