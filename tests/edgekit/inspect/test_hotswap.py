@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from edgekit.contract.modelreading import read_model
 from edgekit.inspect.events import EventKind
 from edgekit.inspect.hotswap import HotSwapEngine
 from edgekit.inspect.modelwatch import ModelWatcher
@@ -49,8 +50,11 @@ def _spec(shape: tuple[int, ...], dtype: Any = np.uint8, scale: float = 0.0) -> 
 
 def _model(inputs: tuple[int, ...], outputs: list[tuple[int, ...]], dtype: Any = np.uint8,
            **meta: Any) -> Any:
-    return SimpleNamespace(inputs=[_spec(inputs, dtype, 0.0078 if dtype == np.int8 else 0.0)],
-                           outputs=[_spec(s, np.float32) for s in outputs], metadata=meta or None)
+    fake = SimpleNamespace(inputs=[_spec(inputs, dtype, 0.0078 if dtype == np.int8 else 0.0)],
+                           outputs=[_spec(s, np.float32) for s in outputs], metadata=meta or None, ops={},
+                           support=None)
+    fake.reading = lambda task=None: read_model(fake, task=task)  # as a loaded Model reads itself
+    return fake
 
 
 SSD_OUT = [(1, 10, 4), (1, 10), (1, 10), (1,)]
