@@ -22,7 +22,7 @@ import numpy as np
 from edgekit.contract.enums import BoxFormat, OutputFormat, YoloLayout
 from edgekit.contract.modelreading import DEFAULT_IOU, DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, ModelReading, \
     read_tensors
-from edgekit.contract.recognize import YoloOutputs, yolo_outputs
+from edgekit.contract.recognize import YoloOutputs, ssd_order, yolo_outputs
 from edgekit.contract.spec import TensorLike, Transform
 from edgekit.errors import ModelError
 from edgekit.labels import label_for
@@ -272,7 +272,7 @@ def decoder_for(reading: ModelReading) -> Decoder:
     fmt, d, labs, outputs = reading.format, reading.decoder, reading.labels, reading.outputs
     if fmt is OutputFormat.SSD:
         return Decoder(fmt, labs, d.threshold, max_detections=d.max_detections,
-                       ssd_order=reading.ssd_order or (0, 1, 2, 3))
+                       ssd_order=reading.ssd_order or ssd_order(outputs))
     if fmt is OutputFormat.YOLO:
         return Decoder(fmt, labs, d.threshold, d.iou_threshold, d.max_detections, box_format=d.box_format,
                        normalized=d.normalized, yolo=reading.yolo)

@@ -160,7 +160,7 @@ def read_tensors(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | No
     layout: dict[str, Any] = {}
     if fmt is OutputFormat.YOLO:
         layout["yolo"] = yolo_outputs(outs, meta.raw, len(labels) or None)
-    elif fmt is OutputFormat.SSD:
+    elif fmt is OutputFormat.SSD and all(len(o.shape) for o in outs):  # a file may not record the op's shapes
         layout["ssd_order"] = ssd_order(outs)
     elif fmt is OutputFormat.SEGMENTATION:
         layout["segmentation"] = _segmentation(meta, outs, sources, own)
