@@ -182,18 +182,15 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
                                      dev.interpolation.value, dev.box_mapping.value,
                                      dev.pad_value if dev.preset else None)
         return support.labels, hint
-    meta = _ultralytics_metadata(data)
-    if meta is None:
+    exported = _ultralytics_metadata(data)
+    if exported is None:
         return None, None
-    names = meta.get("names")
-    if isinstance(names, dict):
-        try:
-            labels = [str(v) for _, v in sorted(((int(k), v) for k, v in names.items()))]
-        except ValueError:
-            labels = None
+    from edgekit.contract.ultralytics import ultralytics_names  # by class id, as the device reads them
+
+    names = ultralytics_names(exported)
     hint = PreprocessingHint((0.0,), (255.0,), "letterbox", "Ultralytics export metadata (RGB / 255, letterbox)",
                              "linear", "ultralytics")
-    return (tuple(labels) if labels else None), hint
+    return (tuple(names) if names else None), hint
 
 
 def stated_roles(data: bytes, parsed: TFLiteFile, outputs: int) -> tuple[str, ...] | None:

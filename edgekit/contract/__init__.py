@@ -71,12 +71,10 @@ from edgekit.contract.enums import (
     YoloLayout,
 )
 from edgekit.contract.metrics import box_iou, map50
-from edgekit.contract.readings import AmbiguousOutputsError, Reading, read_outputs
+from edgekit.contract.readings import AmbiguousOutputsError, Reading, detect_format, read_outputs, recognize_format
 from edgekit.contract.recognize import (
     SSD_OP,
     YoloOutputs,
-    detect_format,
-    recognize_format,
     ssd_order,
     task_of,
     yolo_layout,
