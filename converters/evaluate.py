@@ -23,12 +23,12 @@ from edgekit.contract import (
     Transform,
     YoloLayout,
     image_input,
-    make_decoder,
     map50,
     yolo_outputs,
 )
 from edgekit.contract import BoxMapping
 from edgekit.contract import task_of as _format_task
+from edgekit.contract.decode import decoder_for
 from edgekit.contract.modelreading import read_tensors
 from edgekit.contract.recognize import YoloOutputs
 from edgekit.contract.ultralytics import PREDICT_DEFAULTS
@@ -202,8 +202,8 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
 
 def detections(outputs: ModelOutputs, metadata: dict[str, Any] | OutputFormat, threshold: float = PREDICTION_SCORE,
                transforms: Sequence[Transform] | None = None) -> list[Detections]:
-    """Per-sample detections, decoded as the device decodes them (``edgekit.contract.make_decoder``
-    with this edgekit `metadata`, or just an output format), boxes through each sample's transform.
+    """Per-sample detections, decoded as the device decodes them (the model reading of these tensors
+    with this edgekit `metadata`, or just an output format, and its decoder), boxes through each sample's transform.
 
     Raises:
         ConversionError: the outputs do not fit the format, or the transforms do not fit the samples.
@@ -213,7 +213,8 @@ def detections(outputs: ModelOutputs, metadata: dict[str, Any] | OutputFormat, t
     if transforms is not None and len(transforms) != n:
         raise ConversionError(f"{len(transforms)} image transforms for {n} samples")
     try:
-        decoder = make_decoder(outputs.specs, meta, threshold=threshold)
+        # The device's reading of the same tensors and metadata (its input size weighs in, as on the device).
+        decoder = decoder_for(read_tensors(outputs.specs, meta, inputs=outputs.inputs).with_options(threshold=threshold))
         fallback = transforms is None and Transform.identity(_input_size(outputs))
     except ModelError as exc:
         raise ConversionError(f"cannot decode the detector's outputs: {exc}") from None

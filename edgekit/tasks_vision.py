@@ -85,7 +85,7 @@ def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
     note = None
     if labels and layout is SegmentationLayout.SCORES and out.shape[-1] != len(labels):
         note = f"the model scores {out.shape[-1]} classes but has {len(labels)} labels"
-    return _engine(model, reading, options, decode, labels, note)  # type: ignore[arg-type]
+    return _engine(model, reading, options, decode, labels, note)
 
 
 def _pose(model: Model, options: PoseEstimatorOptions) -> ModelEngine:
@@ -99,12 +99,12 @@ def _pose(model: Model, options: PoseEstimatorOptions) -> ModelEngine:
         def hand(outputs: list[np.ndarray], transform: Transform) -> Poses:
             return decode_hand_landmarks(outputs, transform, size, threshold=options.threshold, labels=names)
 
-        return _engine(model, reading, options, hand, None)  # type: ignore[arg-type]
+        return _engine(model, reading, options, hand, None)
 
     def decode(outputs: list[np.ndarray], transform: Transform) -> Poses:
         return decode_poses(outputs[0], transform, layout=layout, threshold=options.threshold)
 
-    return _engine(model, reading, options, decode, None)  # type: ignore[arg-type]
+    return _engine(model, reading, options, decode, None)
 
 
 def make_vision_engine(model: Model, options: SegmenterOptions | PoseEstimatorOptions) -> ModelEngine:

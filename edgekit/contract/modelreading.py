@@ -96,8 +96,8 @@ class ModelReading:
         """
         sources = dict(self.sources)
         changes: dict[str, Any] = {}
-        asked = {"threshold": threshold, "iou_threshold": iou_threshold, "max_detections": max_detections,
-                 "top_k": top_k}
+        asked: dict[str, Any] = {"threshold": threshold, "iou_threshold": iou_threshold,
+                                 "max_detections": max_detections, "top_k": top_k}
         given = {k: v for k, v in asked.items() if v is not None}
         if given:
             changes["decoder"] = replace(self.decoder, **given)
