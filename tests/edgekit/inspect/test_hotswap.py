@@ -68,6 +68,8 @@ LABELS = ["part", "scratch", "dent", "missing_hole"]
     (_model((1, 640, 640, 3), [(1, 8, 8400)], np.float32, task="detect", labels=LABELS), None),
     (_model((1, 320, 320, 3), YOLO_OUT, np.int8, task="detect"), None),  # no labels inside: the config's apply
     (_model((1, 320, 320, 3), [(1, 1001)], np.int8), "a classify model, the serving model a detect model"),
+    # a segmenter is a segment model (the self-test once called every non-classifier "detect")
+    (_model((1, 320, 320, 3), [(1, 320, 320, 21)], np.float32), "a segment model, the serving model a detect model"),
     (_model((1, 300, 300, 3), SSD_OUT, np.uint8, task="detect", labels=LABELS),
      "its outputs read as ssd, the serving model's as yolo (a different output format"),
     (_model((1, 320, 320, 3), YOLO_OUT, np.int8, task="detect", labels=LABELS[:3] + ["hole"]),
