@@ -23,13 +23,14 @@ from edgekit.contract import (
     Transform,
     YoloLayout,
     image_input,
-    make_decoder,
     map50,
-    recognize_format,
     yolo_outputs,
 )
 from edgekit.contract import BoxMapping
 from edgekit.contract import task_of as _format_task
+from edgekit.contract.decode import decoder_for
+from edgekit.contract.modelreading import read_tensors
+from edgekit.contract.recognize import YoloOutputs
 from edgekit.contract.ultralytics import PREDICT_DEFAULTS
 from edgekit.converters._native import progress
 from edgekit.converters.preprocessing import Preprocessing
@@ -201,8 +202,8 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
 
 def detections(outputs: ModelOutputs, metadata: dict[str, Any] | OutputFormat, threshold: float = PREDICTION_SCORE,
                transforms: Sequence[Transform] | None = None) -> list[Detections]:
-    """Per-sample detections, decoded as the device decodes them (``edgekit.contract.make_decoder``
-    with this edgekit `metadata`, or just an output format), boxes through each sample's transform.
+    """Per-sample detections, decoded as the device decodes them (the model reading of these tensors
+    with this edgekit `metadata`, or just an output format, and its decoder), boxes through each sample's transform.
 
     Raises:
         ConversionError: the outputs do not fit the format, or the transforms do not fit the samples.
@@ -212,7 +213,8 @@ def detections(outputs: ModelOutputs, metadata: dict[str, Any] | OutputFormat, t
     if transforms is not None and len(transforms) != n:
         raise ConversionError(f"{len(transforms)} image transforms for {n} samples")
     try:
-        decoder = make_decoder(outputs.specs, meta, threshold=threshold)
+        # The device's reading of the same tensors and metadata (its input size weighs in, as on the device).
+        decoder = decoder_for(read_tensors(outputs.specs, meta, inputs=outputs.inputs).with_options(threshold=threshold))
         fallback = transforms is None and Transform.identity(_input_size(outputs))
     except ModelError as exc:
         raise ConversionError(f"cannot decode the detector's outputs: {exc}") from None
@@ -270,8 +272,13 @@ def yolo_confidence(outputs: ModelOutputs, roles: Sequence[str] | None = None) -
         rows = raw if where.transposed else np.swapaxes(raw, -1, -2)
         return rows.reshape(-1, rows.shape[-1]).max(axis=-1)
     raw = outputs.arrays[where.boxes]
-    rows = raw if raw.shape[-2] >= raw.shape[-1] else np.swapaxes(raw, -1, -2)
+    rows = _head_rows(raw, where)
     return rows[..., 4:].reshape(-1, rows.shape[-1] - 4).max(axis=-1)
+
+
+def _head_rows(raw: np.ndarray, where: YoloOutputs) -> np.ndarray:
+    """A raw head's rows (one per box), oriented by the contract's layout (yolo_layout), as the device decodes."""
+    return raw if where.layout is YoloLayout.V5 else np.swapaxes(raw, -1, -2)
 
 
 def yolo_boxes(outputs: ModelOutputs, roles: Sequence[str] | None = None) -> np.ndarray:
@@ -286,7 +293,7 @@ def yolo_boxes(outputs: ModelOutputs, roles: Sequence[str] | None = None) -> np.
     if where.split:
         rows = raw if where.transposed else np.swapaxes(raw, -1, -2)
     else:
-        rows = raw if raw.shape[-2] >= raw.shape[-1] else np.swapaxes(raw, -1, -2)
+        rows = _head_rows(raw, where)
     return rows[..., :4].reshape(-1, 4)
 
 
@@ -302,7 +309,10 @@ def infer_output_format(model: bytes, task: Task | None, given: OutputFormat | N
     parsed = parse_tflite(model, label="the float model")
     sg = parsed.subgraphs[0]
     outputs = [sg.tensors[i] for i in sg.outputs]
-    fmt = recognize_format(outputs, None, ops=parsed.opcodes)
+    try:
+        fmt: OutputFormat | None = read_tensors(outputs, None, ops=parsed.opcodes).format
+    except ModelError:
+        fmt = None
     if task is Task.DETECT and fmt not in (OutputFormat.SSD, OutputFormat.YOLO):
         raise ConversionError(f"--task detect, but outputs {[list(t.shape) for t in outputs]} are neither SSD "
                               "post-processed (TFLite_Detection_PostProcess) nor raw YOLO [1, 4+C, N] / [1, N, 5+C] "

@@ -15,6 +15,7 @@ import cv2
 import numpy as np
 
 from edgekit.contract import ColorOrder, Layout, Transform, image_input
+from edgekit.contract.modelreading import ModelReading
 from edgekit.contract.preprocessing import PreprocessingSpec
 from edgekit.errors import ModelError
 from edgekit.preprocess import fit_into, write_channels_first, write_channels_last
@@ -28,17 +29,22 @@ class ModelEngine:
     """One loaded model's input writing, inference and decoding: what the loop drives
     (an :class:`edgekit.loop.Engine`). Made by :func:`edgekit.tasks.make_engine`."""
 
-    def __init__(self, model: Model, pre: PreprocessingSpec, decode: Callable[[list[np.ndarray], Transform], Result],
-                 labels: list[str] | None = None, note: str | None = None) -> None:
+    def __init__(self, model: Model, pre: PreprocessingSpec | None,
+                 decode: Callable[[list[np.ndarray], Transform], Result], labels: list[str] | None = None,
+                 note: str | None = None, reading: ModelReading | None = None) -> None:
         if len(model.inputs) != 1:
             raise ModelError(f"an image model has one input; {model.path!r} has {len(model.inputs)}: "
                              f"{', '.join(map(str, model.inputs))}")
         self.spec = spec = model.inputs[0]
+        self.reading = reading  # what edgekit made of the model at load (edgekit.contract.modelreading)
         try:
-            self.input = image_input(spec, model.metadata)
+            self.input = reading.input if reading is not None and reading.input is not None else \
+                image_input(spec, model.metadata)
         except ModelError as exc:
             raise ModelError(f"model {model.path!r} takes {spec}; edgekit feeds images as (1, H, W, 3) or "
                              f"(1, 3, H, W) ({exc})") from None
+        if pre is None:
+            raise ModelError(f"model {model.path!r}: no preprocessing was decided for its input {spec}")
         self.size = self.input.size  # (width, height)
         self.channels_first = self.input.layout is Layout.NCHW
         self._scratch = threading.local()  # the resized frame, one per writing thread

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence, TypeVar, Un
 
 import numpy as np
 
-from edgekit.contract import Decoder, OutputFormat, ResizeMode, Task, Transform, detect_format, make_decoder
-from edgekit.contract.preprocessing import PreprocessingSpec, preprocessing_for
+from edgekit.contract import Decoder, OutputFormat, ResizeMode, Transform
+from edgekit.contract.decode import decoder_for
+from edgekit.contract.modelreading import ModelReading
+from edgekit.contract.preprocessing import PreprocessingSpec
 from edgekit.engine import ModelEngine
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, detector_labels_note, load_labels
@@ -84,41 +86,43 @@ class ClassifierOptions(TaskOptions):
     threshold: float = 0.0
 
 
-def _labels(option: Any, model: Model) -> list[str] | None:
+def _labels(option: Any, reading: ModelReading) -> list[str] | None:
+    """The labels a task uses: the option's (a file or a list), else the model reading's."""
     if option is None:
-        labels = (model.metadata or {}).get("labels")
-        if isinstance(labels, list) and labels:
-            return [str(x) for x in labels]
-        support = getattr(model, "support", None)  # the file's TFLite metadata: its associated label file
-        return list(support.labels) if support is not None and support.labels else None
+        return list(reading.labels) or None
     if isinstance(option, (str, os.PathLike)):
         return load_labels(option)
     return [str(x) for x in option]
 
 
-def _preprocessing(option: ResizeMode | str | None, model: Model) -> PreprocessingSpec:
-    return preprocessing_for(model, resize=option, task=Task.DETECT)
+def _option_labels(labels: list[str] | None, reading: ModelReading) -> list[str] | None:
+    """``labels`` when they are not the reading's own (so the reading marks them as the caller's)."""
+    return None if labels is None or tuple(labels) == reading.labels else labels
 
 
 def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> ModelEngine:
     """The loop engine for an already loaded ``model``, configured by ``options`` (its ``model``,
-    ``delegate``, ``num_threads`` and ``warmup`` fields are not used here).
+    ``delegate``, ``num_threads`` and ``warmup`` fields are not used here). The model's reading
+    (:meth:`~edgekit.runtimes.model.Model.reading`) decides the format, layout, preprocessing and
+    labels; the options override what they set.
 
     Raises:
         ModelError: the model is not the kind of model the options are for.
         InputError: an option is out of range, or ``classes`` names a label the model lacks.
     """
-    labels = _labels(options.labels, model)
-    fmt = detect_format(model.outputs, model.metadata, inputs=model.inputs)  # the input size weighs in too
+    reading = model.reading()
+    labels = _labels(options.labels, reading)
     detector = isinstance(options, DetectorOptions)
-    if (fmt is OutputFormat.CLASSES) == detector:
-        raise ModelError(_wrong_task(model, fmt, "detector" if detector else "classifier"))
+    if (reading.format is OutputFormat.CLASSES) == detector:
+        raise ModelError(_wrong_task(model, reading.format, "detector" if detector else "classifier"))
     note = None
     if isinstance(options, DetectorOptions):
-        decoder = make_decoder(model.outputs, model.metadata, labels=labels, threshold=options.threshold,
-                               iou_threshold=options.iou_threshold, max_detections=options.max_detections)
+        reading = reading.with_options(labels=_option_labels(labels, reading), resize=options.resize,
+                                       threshold=options.threshold, iou_threshold=options.iou_threshold,
+                                       max_detections=options.max_detections)
+        decoder = decoder_for(reading)
         decode = _keep_classes(decoder, _check_classes(options.classes, labels))
-        threshold = getattr(decoder, "threshold", options.threshold)
+        threshold: float | None = reading.decoder.threshold
         if labels is not None:  # the SSD op's num_classes, else the YOLO head's rows
             yolo = decoder.class_count(model.outputs) if isinstance(decoder, Decoder) else None
             note = detector_labels_note(labels, model.info.num_classes if yolo is None else yolo,
@@ -127,9 +131,10 @@ def make_engine(model: Model, options: DetectorOptions | ClassifierOptions) -> M
         threshold = options.threshold
         if labels is not None:
             labels, note = align_labels(labels, int(np.prod(model.outputs[0].shape)))
-        decode = make_decoder(model.outputs, model.metadata, labels=labels, threshold=options.threshold,
-                              top_k=options.top_k)
-    engine = ModelEngine(model, _preprocessing(options.resize, model), decode, labels, note)
+        reading = reading.with_options(labels=_option_labels(labels, reading), resize=options.resize,
+                                       threshold=options.threshold, top_k=options.top_k)
+        decode = decoder_for(reading)
+    engine = ModelEngine(model, reading.preprocessing, decode, labels, note, reading=reading)
     engine.threshold = threshold  # the score threshold in effect (the options', else the model's)
     return engine
 
@@ -180,9 +185,11 @@ class _Task:
         """The task for the model at ``path``; keyword arguments are its options class's fields."""
         return cls(cls._options_type(model=path, **options))
 
-    def __init__(self, options: DetectorOptions | ClassifierOptions) -> None:
+    def __init__(self, options: DetectorOptions | ClassifierOptions, model: Model | None = None) -> None:
+        """``model``: the options' model, loaded already (the task owns it from here and closes it)."""
         self.options = options
-        self.model = load_model(options.model, options.delegate, options.num_threads, isolate=options.isolate)
+        self.model = model if model is not None else \
+            load_model(options.model, options.delegate, options.num_threads, isolate=options.isolate)
         try:
             self._engine = self._build_engine(self.model)
             self.warmup_ms = self._engine.warm_up(options.warmup)
@@ -198,9 +205,6 @@ class _Task:
         """The engine for ``model`` (a task of another kind, e.g. edgekit.tasks_vision's, builds its own)."""
         return make_engine(model, self.options)
 
-    def _output_format(self) -> OutputFormat:
-        return detect_format(self.model.outputs, self.model.metadata)
-
     def _check_values(self) -> None:
         """Shapes can agree by chance, values seldom do: run a gray frame and look at the outputs.
 
@@ -214,7 +218,7 @@ class _Task:
         from edgekit.contract.readings import implausible
         from edgekit.runtimes.passed import check_passed, remember_check
 
-        fmt = self._output_format()
+        fmt = self.reading.format
         check = (f"values|{fmt.value}|{self.model.backend}|{self.model.delegate.value}|"
                  f"{self._engine.pre.describe()}")
         if check_passed(self.model.path, check):
@@ -227,6 +231,14 @@ class _Task:
             raise ModelError(f"model {self.model.path!r} has the outputs of a {fmt.value} model, but {why}; if it "
                              "is another kind of model, say which with `edgekit meta MODEL --output-format FORMAT`")
         remember_check(self.model.path, check)
+
+    @property
+    def reading(self) -> ModelReading:
+        """What edgekit made of the model at load, with this task's options (see edgekit.contract.modelreading)."""
+        reading = self._engine.reading
+        if reading is None:
+            raise ModelError(f"model {self.model.path!r}: its engine was built without a reading")
+        return reading
 
     @property
     def labels(self) -> list[str] | None:

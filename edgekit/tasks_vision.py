@@ -12,24 +12,24 @@
         for pose in poses.estimate(frame):               # Pose(score, keypoints (K, 2), keypoint_scores, box)
             print(pose.score, pose.keypoints[0])         # the nose, in frame pixels
 
-The output format is read with :func:`edgekit.contract.readings.read_outputs`: a model whose
-outputs read as another task's is refused, naming the command to use.
+The model's reading (:meth:`edgekit.runtimes.model.Model.reading` for the task) decides the format,
+layout, labels and preprocessing: a model whose outputs read as another task's is refused, naming
+the command to use.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from edgekit.contract import OutputFormat, ResizeMode, Task, Transform
-from edgekit.contract.preprocessing import PreprocessingSpec, preprocessing_for
-from edgekit.contract.keypoints import PoseLayout, Poses, decode_hand_landmarks, decode_poses, pose_layout_of
-from edgekit.contract.spec import image_input
-from edgekit.contract.readings import read_outputs
-from edgekit.contract.segmentation import SegmentationLayout, decode_segmentation, segmentation_layout
+from edgekit.contract import OutputFormat, Task, Transform
+from edgekit.contract.keypoints import PoseLayout, Poses, decode_hand_landmarks, decode_poses
+from edgekit.contract.modelreading import ModelReading, read_model
+from edgekit.contract.segmentation import SegmentationLayout, decode_segmentation
 from edgekit.errors import InputError, ModelError
+from edgekit.results import Result
 from edgekit.runtimes.model import Model
 from edgekit.segment import Segmentation, segmentation_of
 from edgekit.tasks import ModelEngine, TaskOptions, _labels, _Task
@@ -56,19 +56,21 @@ def _check_fraction(name: str, value: float) -> None:
         raise InputError(f"{name} must be between 0 and 1, got {value}")
 
 
-def _preprocessing(option: ResizeMode | str | None, model: Model, task: Task) -> PreprocessingSpec:
-    return preprocessing_for(model, resize=option, task=task)
+def _engine(model: Model, reading: ModelReading, options: TaskOptions,
+            decode: Callable[[list[np.ndarray], Transform], Result], labels: list[str] | None,
+            note: str | None = None) -> ModelEngine:
+    reading = reading.with_options(resize=options.resize)
+    return ModelEngine(model, reading.preprocessing, decode, labels, note, reading=reading)
 
 
 def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
     _check_fraction("threshold", options.threshold)
     if options.min_area < 0:
         raise InputError(f"min_area must be 0 or more pixels, got {options.min_area}")
-    labels = _labels(options.labels, model)
-    read_outputs(model.outputs, model.metadata, inputs=model.inputs, labels=len(labels) if labels else None,
-                 task=Task.SEGMENT)
+    reading = model.reading(Task.SEGMENT)
+    labels = _labels(options.labels, reading)
     out = model.outputs[0]
-    layout = _segmentation_layout(model)
+    layout = reading.segmentation
     if layout is SegmentationLayout.FOREGROUND and labels and len(labels) == 1:
         labels = ["background", labels[0]]  # one label of a foreground score (MediaPipe's "selfie") names class 1
     names = tuple(labels or ())
@@ -83,40 +85,26 @@ def _segmenter(model: Model, options: SegmenterOptions) -> ModelEngine:
     note = None
     if labels and layout is SegmentationLayout.SCORES and out.shape[-1] != len(labels):
         note = f"the model scores {out.shape[-1]} classes but has {len(labels)} labels"
-    return ModelEngine(model, _preprocessing(options.resize, model, Task.SEGMENT), decode, labels, note)
-
-
-def _segmentation_layout(model: Model) -> SegmentationLayout:
-    seg = (model.metadata or {}).get("segmentation")
-    named = seg.get("layout") if isinstance(seg, dict) else None
-    if named:
-        return SegmentationLayout.from_metadata(named, "segmentation.layout")
-    out = model.outputs[0]
-    layout = segmentation_layout(out.shape, out.dtype, out.quantized)
-    if layout is None:
-        raise ModelError(f"a segmenter's output is [1, H, W] class ids or [1, H, W, C] scores; {model.path!r} "
-                         f"has {out}")
-    return layout
+    return _engine(model, reading, options, decode, labels, note)
 
 
 def _pose(model: Model, options: PoseEstimatorOptions) -> ModelEngine:
     _check_fraction("threshold", options.threshold)
-    read_outputs(model.outputs, model.metadata, inputs=model.inputs, task=Task.POSE)
-    layout: PoseLayout | None = pose_layout_of([o.shape for o in model.outputs])
+    reading = model.reading(Task.POSE)
+    layout: PoseLayout | None = reading.pose
     if layout is PoseLayout.HAND:
-        size = image_input(model.inputs[0], model.metadata).size
-        support = model.support
-        names = tuple(support.labels) if support is not None and support.labels else ("Left", "Right")
+        size = reading.input.size if reading.input is not None else (1, 1)  # (no image input: the engine refuses)
+        names = reading.labels or ("Left", "Right")  # the handedness scores' two classes
 
         def hand(outputs: list[np.ndarray], transform: Transform) -> Poses:
             return decode_hand_landmarks(outputs, transform, size, threshold=options.threshold, labels=names)
 
-        return ModelEngine(model, _preprocessing(options.resize, model, Task.POSE), hand, None)  # type: ignore[arg-type]
+        return _engine(model, reading, options, hand, None)
 
     def decode(outputs: list[np.ndarray], transform: Transform) -> Poses:
         return decode_poses(outputs[0], transform, layout=layout, threshold=options.threshold)
 
-    return ModelEngine(model, _preprocessing(options.resize, model, Task.POSE), decode, None)
+    return _engine(model, reading, options, decode, None)
 
 
 def make_vision_engine(model: Model, options: SegmenterOptions | PoseEstimatorOptions) -> ModelEngine:
@@ -132,11 +120,6 @@ def make_vision_engine(model: Model, options: SegmenterOptions | PoseEstimatorOp
 
 
 class _VisionTask(_Task):
-    _format: OutputFormat
-
-    def _output_format(self) -> OutputFormat:
-        return self._format
-
     def _build_engine(self, model: Model) -> ModelEngine:
         return make_vision_engine(model, self.options)  # type: ignore[arg-type]
 
@@ -152,7 +135,6 @@ class Segmenter(_VisionTask):
 
     options: SegmenterOptions
     _options_type = SegmenterOptions
-    _format = OutputFormat.SEGMENTATION
 
 
     def segment(self, frame: np.ndarray) -> Segmentation:
@@ -175,7 +157,6 @@ class PoseEstimator(_VisionTask):
 
     options: PoseEstimatorOptions
     _options_type = PoseEstimatorOptions
-    _format = OutputFormat.KEYPOINTS
 
 
     def estimate(self, frame: np.ndarray) -> Poses:
@@ -198,7 +179,7 @@ def segmenter_for(options: TaskOptions) -> Segmenter | None:
 
     info = inspect_model(options.model)
     try:
-        fmt = read_outputs(info.outputs, info.metadata, inputs=info.inputs).format
+        fmt = read_model(info).format
     except ModelError:
         return None  # the detector says why
     if fmt is not OutputFormat.SEGMENTATION:

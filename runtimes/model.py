@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -14,6 +14,10 @@ from edgekit.errors import InputError, ModelError
 from edgekit.runtimes.backends import Backend
 from edgekit.runtimes.delegates import Delegate, EdgeTPUDevice
 from edgekit.runtimes.tensors import ModelInfo, TensorSpec
+
+if TYPE_CHECKING:
+    from edgekit.contract.enums import Task
+    from edgekit.contract.modelreading import ModelReading
 
 __all__ = ["Model", "Runtime"]
 
@@ -52,6 +56,7 @@ class Model:
         self._set = interpreter.set_tensor
         self._get = interpreter.get_tensor
         self._invoke = interpreter.invoke
+        self._readings: dict[Task | None, ModelReading | ModelError] = {}
 
     # --- what it is -----------------------------------------------------------------------
     @property
@@ -88,6 +93,31 @@ class Model:
     def support(self) -> Any:
         """The file's own TFLite Support metadata (:class:`~edgekit.runtimes.support_metadata.SupportMetadata`), or None."""
         return self.info.support
+
+    def reading(self, task: Task | None = None) -> ModelReading:
+        """What edgekit makes of this model (:mod:`edgekit.contract.modelreading`): task, format,
+        layout, preprocessing, labels and decoder options, each with where it came from. Read once
+        (per ``task`` asked for, which picks among readings that serve it) and kept.
+
+        Raises:
+            ModelError: the model reads as no format (or none serving ``task``), or two ways.
+        """
+        got = self._readings.get(task)
+        if got is None:
+            plain = self._readings.get(None)
+            if task is not None and not isinstance(plain, (ModelError, type(None))) and plain.task is task:
+                got = plain  # the plain reading serves the task: asking for it picks the same
+            else:
+                from edgekit.contract.modelreading import read_model
+
+                try:
+                    got = read_model(self, task=task)
+                except ModelError as exc:
+                    got = exc
+            self._readings[task] = got
+        if isinstance(got, ModelError):
+            raise got
+        return got
 
     @property
     def notes(self) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.contract.enums import Layout
+from edgekit.contract.metadata import ModelMetadata
 from edgekit.converters.data import DataSplit, Samples
 from edgekit.converters.sources.base import PreprocessingHint, SourceModel
 from edgekit.converters.tflite_head import TFLiteReference, split_tflite_head
@@ -150,46 +151,42 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
     """Class names and preprocessing the file states: edgekit's own metadata, TFLite Support metadata
     (MediaPipe, Model Maker: NormalizationOptions and a label file), or the metadata.json Ultralytics'
     exporter appends in a zip (names by class id; its models take RGB / 255, letterboxed)."""
-    from edgekit.runtimes.metadata import read_metadata
+    from edgekit.contract.preprocessing import Provenance, preprocessing_for
+    from edgekit.runtimes.tensors import model_info
 
-    try:
-        doc = read_metadata(data, parsed) or {}
+    try:  # the file's metadata as the device reads it (its edgekit metadata, parsed; its TFLite metadata)
+        info = model_info("", data, parsed)
+        labels = ModelMetadata.parse(info.metadata).labels or None
+        dev = preprocessing_for(info)
     except ModelError:
-        doc = {}
-    pre = doc.get("preprocessing") if isinstance(doc.get("preprocessing"), dict) else None
-    labels = doc.get("labels") if isinstance(doc.get("labels"), list) else None
-    if pre is not None and pre.get("mean") is not None and pre.get("std") is not None:
-        hint = PreprocessingHint(tuple(float(v) for v in pre["mean"]), tuple(float(v) for v in pre["std"]),
-                                 str(pre.get("resize", "stretch")), "the model's edgekit metadata",
-                                 str(pre.get("interpolation") or "auto"), str(pre.get("box_mapping") or "exact"))
-        return (tuple(map(str, labels)) if labels else None), hint
-    support = read_support_metadata(data, parsed)  # MediaPipe / Model Maker files
+        info, labels, dev = None, None, None
+    own = (Provenance.EDGEKIT, Provenance.ULTRALYTICS)  # Ultralytics' own metadata, translated, is edgekit's
+    if dev is not None and dev.sources.get("normalization") in own and dev.normalization is not None \
+            and dev.normalization.mean is not None and dev.normalization.std is not None:
+        hint = PreprocessingHint(dev.normalization.mean, dev.normalization.std, dev.resize.value,
+                                 "the model's edgekit metadata", dev.interpolation.value, dev.box_mapping.value)
+        return labels, hint
+    support = info.support if info is not None else read_support_metadata(data, parsed)  # MediaPipe / Model Maker
     if support is not None:
         hint = None
         if support.mean and support.std:
             # The rest as the device decides it for this file (its family's preset, else the convention).
-            from edgekit.contract.preprocessing import preprocessing_for
-            from edgekit.runtimes.tensors import model_info
-
-            dev = preprocessing_for(model_info("", data, parsed))
+            dev = dev if dev is not None else preprocessing_for(model_info("", data, parsed))
             hint = PreprocessingHint(support.mean, support.std, dev.resize.value,
                                      "the model's TFLite metadata (NormalizationOptions)"
                                      + (f" and the {dev.preset} preset" if dev.preset else ""),
                                      dev.interpolation.value, dev.box_mapping.value,
                                      dev.pad_value if dev.preset else None)
         return support.labels, hint
-    meta = _ultralytics_metadata(data)
-    if meta is None:
+    exported = _ultralytics_metadata(data)
+    if exported is None:
         return None, None
-    names = meta.get("names")
-    if isinstance(names, dict):
-        try:
-            labels = [str(v) for _, v in sorted(((int(k), v) for k, v in names.items()))]
-        except ValueError:
-            labels = None
+    from edgekit.contract.ultralytics import ultralytics_names  # by class id, as the device reads them
+
+    names = ultralytics_names(exported)
     hint = PreprocessingHint((0.0,), (255.0,), "letterbox", "Ultralytics export metadata (RGB / 255, letterbox)",
                              "linear", "ultralytics")
-    return (tuple(labels) if labels else None), hint
+    return (tuple(names) if names else None), hint
 
 
 def stated_roles(data: bytes, parsed: TFLiteFile, outputs: int) -> tuple[str, ...] | None:
@@ -198,14 +195,12 @@ def stated_roles(data: bytes, parsed: TFLiteFile, outputs: int) -> tuple[str, ..
     from edgekit.runtimes.metadata import read_metadata
 
     try:
-        doc = read_metadata(data, parsed) or {}
+        roles = ModelMetadata.parse(read_metadata(data, parsed)).detection.outputs
     except ModelError:
         return None
-    det: dict[str, Any] = doc["detection"] if isinstance(doc.get("detection"), dict) else {}
-    roles = det.get("outputs")
-    if outputs != 2 or not isinstance(roles, list) or sorted(map(str, roles)) != ["boxes", "scores"]:
+    if outputs != 2 or roles is None or sorted(roles) != ["boxes", "scores"]:
         return None
-    return tuple(map(str, roles))
+    return roles
 
 
 def _ultralytics_metadata(data: bytes) -> dict[str, Any] | None:

@@ -35,13 +35,13 @@ from edgekit.commands._common import (
     source_spec,
     stop_on_signals,
 )
-from edgekit.contract import OutputFormat, ResizeMode, detect_format
+from edgekit.contract import OutputFormat, ResizeMode
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import NO_LABELS_NOTE
 from edgekit.loop import Performance, Stream
 from edgekit.outputs import output_file_arg
 from edgekit.results import Detections, FrameResult
-from edgekit.runtimes.tensors import inspect_model
+from edgekit.runtimes.loader import load_model
 from edgekit.sinks import Sink
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
@@ -114,25 +114,25 @@ def _tracker(threshold: float) -> ByteTracker:
                                       new_track_threshold=threshold))
 
 
-def _is_classifier(path: str) -> bool:
-    info = inspect_model(path)
-    try:
-        return detect_format(info.outputs, info.metadata) is OutputFormat.CLASSES
-    except ModelError:  # the file may not record every output shape; the interpreter will tell
-        return False
-
-
 def _make_task(args: argparse.Namespace) -> Detector | Classifier:
+    """The classifier or detector for ``args.model``: the file is loaded once, and its reading
+    (:meth:`~edgekit.runtimes.model.Model.reading`) says which; the task takes the loaded model."""
     common = dict(model=args.model, labels=args.labels, resize=args.resize, delegate=args.delegate,
                   num_threads=args.threads, warmup=args.warmup, isolate=getattr(args, "isolate", None))
     with native_stderr_filtered():
-        if _is_classifier(args.model):
+        model = load_model(args.model, args.delegate, args.threads, isolate=common["isolate"])
+        try:
+            classifier = model.reading().format is OutputFormat.CLASSES
+        except ModelError:  # the detector says why
+            classifier = False
+        if classifier:
             if args.classes:
+                model.close()
                 raise InputError("--classes filters detections; this model is a classifier (use -t/--top-k)")
             return Classifier(ClassifierOptions(**common, top_k=args.top_k,
-                                                threshold=0.5 if args.threshold is None else args.threshold))
+                                                threshold=0.5 if args.threshold is None else args.threshold), model)
         return Detector(DetectorOptions(**common, threshold=args.threshold, classes=args.classes,
-                                        iou_threshold=args.iou))
+                                        iou_threshold=args.iou), model)
 
 
 def _notes(task: Detector | Classifier, quiet: bool) -> None:

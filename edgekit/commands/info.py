@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.commands._common import native_stderr_filtered, table
 from edgekit.errors import BackendError
@@ -19,6 +19,9 @@ from edgekit.runtimes.backends import resolve_backend
 from edgekit.runtimes.isolation import DEFAULT_ISOLATE_TIMEOUT
 from edgekit.runtimes.loader import load_model
 from edgekit.runtimes.tensors import inspect_model
+
+if TYPE_CHECKING:
+    from edgekit.contract.modelreading import ModelReading
 
 __all__ = ["register", "run", "info_dict"]
 
@@ -58,28 +61,43 @@ def info_dict(path: str) -> dict[str, Any]:
         d["backend"], d["backend_version"], d["backend_error"] = None, None, str(exc)
     # What Delegate.AUTO resolves to for this file.
     d["delegate"] = "edgetpu" if info.edgetpu_compiled else "xnnpack"
-    d["reading"] = _reading(info)
-    d["image_input"] = _image_input(info)
-    d["preprocessing"] = _preprocessing(info, d["reading"].get("task"))
+    reading, why = _read(info)
+    d["reading"] = {"task": None, "output_format": None, "why": why} if reading is None else \
+        {"task": reading.task.value, "output_format": reading.format.value, "why": reading.why,
+         "sources": {k: v.value for k, v in reading.sources.items()}}
+    d["image_input"] = _image_input(info, reading)
+    d["preprocessing"] = _preprocessing(info, reading)
     return d
 
 
-def _preprocessing(info: Any, task: str | None) -> dict[str, Any] | None:
+def _read(info: Any) -> tuple[ModelReading | None, str]:
+    """The model's reading (edgekit.contract.modelreading), or None and why edgekit will not guess."""
+    from edgekit.contract.modelreading import read_model
+    from edgekit.errors import ModelError
+
+    try:
+        return read_model(info), ""
+    except ModelError as exc:
+        return None, str(exc)
+
+
+def _preprocessing(info: Any, reading: ModelReading | None) -> dict[str, Any] | None:
     """How edgekit would feed the model, and which source decided each setting (None: it would not)."""
-    from edgekit.contract import Task
     from edgekit.contract.preprocessing import preprocessing_for
     from edgekit.errors import EdgekitError
 
     if len(info.inputs) != 1:
         return None
-    try:
-        pre = preprocessing_for(info, task=Task.parse(task) if task else None)
-    except EdgekitError as exc:
-        return {"error": str(exc)}
+    pre = reading.preprocessing if reading is not None else None
+    if pre is None:  # the outputs read as no format (or the input as no image): fed as no task's
+        try:
+            pre = preprocessing_for(info, task=reading.task if reading is not None else None)
+        except EdgekitError as exc:
+            return {"error": str(exc)}
     return {**pre.to_dict(), "text": pre.describe()}
 
 
-def _image_input(info: Any) -> dict[str, Any] | None:
+def _image_input(info: Any, reading: ModelReading | None) -> dict[str, Any] | None:
     """Size and layout of the image edgekit feeds the model (None: not one image input)."""
     from edgekit.contract import image_input
     from edgekit.errors import ModelError
@@ -87,23 +105,11 @@ def _image_input(info: Any) -> dict[str, Any] | None:
     if len(info.inputs) != 1:
         return None
     try:
-        got = image_input(info.inputs[0], info.metadata)
+        got = reading.input if reading is not None and reading.input is not None else \
+            image_input(info.inputs[0], info.metadata)
     except ModelError:
         return None
     return {"width": got.width, "height": got.height, "layout": got.layout.value}
-
-
-def _reading(info: Any) -> dict[str, Any]:
-    """Which task and output format edgekit reads the model as, and why (or why it will not guess)."""
-    from edgekit.contract.readings import read_outputs
-    from edgekit.contract.recognize import task_of
-    from edgekit.errors import ModelError
-
-    try:
-        r = read_outputs(info.outputs, info.metadata, inputs=info.inputs, ops=info.ops)
-    except ModelError as exc:
-        return {"task": None, "output_format": None, "why": str(exc)}
-    return {"task": task_of(r.format).value, "output_format": r.format.value, "why": r.why}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -206,18 +212,10 @@ def _size(n: int) -> str:
 
 
 def _metadata_summary(meta: dict[str, Any] | None) -> str:
-    if not meta:
-        return "none (see tflite meta and preprocessing)"
-    bits = []
-    for key in ("task", "output_format", "edgekit_version"):
-        if key in meta:
-            bits.append(f"{key}={meta[key]}")
-    if isinstance(meta.get("labels"), list):
-        bits.append(f"{len(meta['labels'])} labels")
-    pre = meta.get("preprocessing")
-    if isinstance(pre, dict):
-        bits.append("preprocessing " + ", ".join(f"{k}={v}" for k, v in pre.items()))
-    q = meta.get("quantization")
-    if isinstance(q, dict) and "mode" in q:
-        bits.append(f"quantization={q['mode']}")
-    return "; ".join(bits) or "present (no known keys)"
+    from edgekit.contract.metadata import ModelMetadata
+    from edgekit.errors import ModelError
+
+    try:
+        return ModelMetadata.parse(meta).summary()
+    except ModelError as exc:
+        return f"present, but {exc}"

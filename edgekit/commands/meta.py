@@ -145,15 +145,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(info.metadata or {}, indent=2, sort_keys=True))
         return 0
     doc = updated_metadata(info.metadata, args)
-    from edgekit.contract.readings import read_outputs
-    from edgekit.contract.recognize import task_of
+    from edgekit.contract.modelreading import read_model
     from edgekit.converters.metadata_writer import write_metadata_file
 
-    reading = read_outputs(info.outputs, doc, inputs=info.inputs)  # checked first: a bad set writes nothing
-    if task_of(reading.format) is Task.DETECT:  # the boxes' decoder checks the outputs fit the format
-        from edgekit.contract.decode import make_decoder
+    reading = read_model(info, metadata=doc)  # the model as the device will read it: a bad set writes nothing
+    if reading.task is Task.DETECT:  # the boxes' decoder checks the outputs fit the format
+        from edgekit.contract.decode import decoder_for
 
-        make_decoder(info.outputs, doc)
+        decoder_for(reading)
     target = write_metadata_file(args.model, doc, args.output)
     print(f"wrote the edgekit metadata of {str(target)!r}: {', '.join(sorted(doc))}; outputs read as "
           f"{reading.format.value} ({reading.why})")

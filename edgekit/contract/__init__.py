@@ -59,9 +59,10 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("BoxFormat", "BoxMapping", "Choice", "ColorOrder", "Interpolation", "Layout", "OutputFormat",
                      "ResizeMode", "Task", "YoloLayout"), "edgekit.contract.enums"),
     **dict.fromkeys(("box_iou", "map50"), "edgekit.contract.metrics"),
-    **dict.fromkeys(("AmbiguousOutputsError", "Reading", "read_outputs"), "edgekit.contract.readings"),
-    **dict.fromkeys(("SSD_OP", "YoloOutputs", "detect_format", "recognize_format", "ssd_order", "task_of",
-                     "yolo_layout", "yolo_outputs"), "edgekit.contract.recognize"),
+    **dict.fromkeys(("AmbiguousOutputsError", "Reading", "detect_format", "read_outputs", "recognize_format"),
+                    "edgekit.contract.readings"),
+    **dict.fromkeys(("SSD_OP", "YoloOutputs", "ssd_order", "task_of", "yolo_layout", "yolo_outputs"),
+                    "edgekit.contract.recognize"),
     **dict.fromkeys(("LETTERBOX_PAD", "ImageInput", "Normalization", "ResizePlan", "TensorLike", "Transform",
                      "box_mapping", "image_input", "interpolation", "plan_resize", "resize_mode"),
                     "edgekit.contract.spec"),
@@ -92,12 +93,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
         YoloLayout,
     )
     from edgekit.contract.metrics import box_iou, map50
-    from edgekit.contract.readings import AmbiguousOutputsError, Reading, read_outputs
+    from edgekit.contract.readings import AmbiguousOutputsError, Reading, detect_format, read_outputs, recognize_format
     from edgekit.contract.recognize import (
         SSD_OP,
         YoloOutputs,
-        detect_format,
-        recognize_format,
         ssd_order,
         task_of,
         yolo_layout,

@@ -1,10 +1,10 @@
 """Model outputs -> typed results: SSD post-processed boxes, raw YOLO with NMS, classification.
 
-Small pure functions over dequantized output arrays; :func:`make_decoder` picks the one a
-model needs from its edgekit metadata ("output_format") or, failing that, from the shapes
-of its outputs (see :mod:`edgekit.contract.recognize`)::
+Small pure functions over dequantized output arrays; :func:`decoder_for` builds the one a
+model's reading (:mod:`edgekit.contract.modelreading`: its format, layout, labels and decoder
+options, decided once) needs; :func:`make_decoder` reads bare tensors and metadata first::
 
-    decoder = make_decoder(model.outputs, model.metadata, labels=labels, threshold=0.5)
+    decoder = decoder_for(model.reading().with_options(threshold=0.5))
     dets = decoder([model.output(i) for i in range(len(model.outputs))], transform)
 
 Boxes come back in the source frame's pixels through the preprocessing's
@@ -20,18 +20,17 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from edgekit.contract.enums import BoxFormat, OutputFormat, YoloLayout
-from edgekit.contract.recognize import YoloOutputs, detect_format, ssd_order, yolo_outputs
+from edgekit.contract.modelreading import DEFAULT_IOU, DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, ModelReading, \
+    read_tensors
+from edgekit.contract.recognize import YoloOutputs, ssd_order, yolo_outputs
 from edgekit.contract.spec import TensorLike, Transform
-from edgekit.errors import InputError, ModelError
+from edgekit.errors import ModelError
 from edgekit.labels import label_for
 from edgekit.results import Classes, Detections
 
-__all__ = ["DEFAULT_IOU", "DEFAULT_THRESHOLD", "DEFAULT_MAX_DETECTIONS", "MAX_NMS_CANDIDATES", "Decoder", "make_decoder", "nms", "batched_nms", "to_xyxy",
+__all__ = ["DEFAULT_IOU", "DEFAULT_THRESHOLD", "DEFAULT_MAX_DETECTIONS", "MAX_NMS_CANDIDATES", "Decoder", "decoder_for", "make_decoder", "nms", "batched_nms", "to_xyxy",
            "decode_ssd", "decode_yolo", "decode_classes"]
 
-DEFAULT_IOU = 0.45
-DEFAULT_THRESHOLD = 0.5  # when neither the caller nor the metadata (detection.score_threshold) says
-DEFAULT_MAX_DETECTIONS = 100  # likewise (detection.max_det; Ultralytics' predict keeps 300)
 # Ultralytics' max_nms: the best-scoring candidates NMS looks at. NMS stops at max_detections
 # kept boxes, so a long candidate list costs little.
 MAX_NMS_CANDIDATES = 30000
@@ -260,51 +259,49 @@ def _classes_then_scores(outputs: Sequence[np.ndarray], pair: list[int]) -> tupl
 def make_decoder(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None, *,
                  labels: Sequence[str] | None = None, threshold: float | None = None,
                  iou_threshold: float | None = None, max_detections: int | None = None, top_k: int = 5) -> Decoder:
-    """The decoder for a model with these outputs and edgekit metadata (None for third-party models).
+    """The decoder for a model with these outputs and edgekit metadata (None for third-party models):
+    :func:`decoder_for` their :func:`~edgekit.contract.modelreading.read_tensors`, with these options.
 
-    ``threshold``, ``iou_threshold`` and ``max_detections`` of None come from the metadata
-    (``detection.score_threshold``, ``iou_threshold``, ``max_det``), else 0.5, 0.45 and 100.
+    ``labels``, ``threshold``, ``iou_threshold`` and ``max_detections`` of None come from the metadata
+    (``labels``, ``detection.score_threshold``, ``iou_threshold``, ``max_det``), else none, 0.5, 0.45 and 100.
 
     Raises:
         ModelError: the output format is unknown or the outputs do not fit it, or the metadata's
             values are not numbers.
         InputError: a threshold is outside [0, 1], or max_detections below 1.
     """
-    meta = metadata or {}
-    det: Mapping[str, Any] = meta["detection"] if isinstance(meta.get("detection"), Mapping) else {}
-    try:
-        threshold = float(det.get("score_threshold", DEFAULT_THRESHOLD)) if threshold is None else threshold
-        max_detections = int(det.get("max_det", DEFAULT_MAX_DETECTIONS)) if max_detections is None else max_detections
-    except (TypeError, ValueError):
-        raise ModelError(f"the model's metadata has detection.score_threshold {det.get('score_threshold')!r} and "
-                         f"max_det {det.get('max_det')!r}; they must be numbers") from None
-    for name, value in (("threshold", threshold), ("iou_threshold", iou_threshold)):
-        if value is not None and not 0.0 <= value <= 1.0:
-            raise InputError(f"{name} must be between 0 and 1, got {value}")
-    if max_detections < 1:
-        raise InputError(f"max_detections must be at least 1, got {max_detections}")
-    fmt = detect_format(outputs, meta)
-    labs = tuple(labels or ())
+    reading = read_tensors(outputs, metadata).with_options(
+        labels=labels, threshold=threshold, iou_threshold=iou_threshold, max_detections=max_detections, top_k=top_k)
+    return decoder_for(reading)
+
+
+def decoder_for(reading: ModelReading) -> Decoder:
+    """The decoder of a model's reading: its format, output layout, labels and decoder options.
+
+    Raises:
+        ModelError: the format gives no boxes or classes (segmentation, keypoints), the outputs do
+            not fit it, or a raw anchor model has no anchor options.
+    """
+    fmt, d, labs, outputs = reading.format, reading.decoder, reading.labels, reading.outputs
     if fmt is OutputFormat.SSD:
-        return Decoder(fmt, labs, threshold, max_detections=max_detections, ssd_order=ssd_order(outputs))
+        return Decoder(fmt, labs, d.threshold, max_detections=d.max_detections,
+                       ssd_order=reading.ssd_order or ssd_order(outputs))
     if fmt is OutputFormat.YOLO:
-        where = yolo_outputs(outputs, meta, len(labs) or None)
-        box = BoxFormat.from_metadata(det.get("box_format", "cxcywh"), "detection.box_format")
-        iou = iou_threshold if iou_threshold is not None else float(det.get("iou_threshold", DEFAULT_IOU))
-        norm = det.get("normalized")
-        return Decoder(fmt, labs, threshold, iou, max_detections, box_format=box,
-                       normalized=None if norm is None else bool(norm), yolo=where)
+        return Decoder(fmt, labs, d.threshold, d.iou_threshold, d.max_detections, box_format=d.box_format,
+                       normalized=d.normalized, yolo=reading.yolo)
     if fmt is OutputFormat.ANCHORS:  # raw anchor-based SSD (MediaPipe): options from metadata or a preset
         from edgekit.contract.anchors import anchor_decoder
-        from edgekit.contract.readings import anchor_spec, read_outputs
+        from edgekit.contract.readings import EXACT, Reading, anchor_spec
+        from edgekit.contract.preprocessing import Provenance
 
-        spec = anchor_spec(read_outputs(outputs, meta), meta)
-        return anchor_decoder(outputs, spec, labels=labs, threshold=threshold, iou_threshold=iou_threshold,
-                              max_detections=max_detections)  # type: ignore[return-value]
+        spec = anchor_spec(Reading(fmt, EXACT, reading.why, reading.preset), reading.metadata.raw)
+        given = reading.sources.get("iou_threshold", Provenance.CONVENTION) is not Provenance.CONVENTION
+        return anchor_decoder(outputs, spec, labels=labs, threshold=d.threshold,  # type: ignore[return-value]
+                              iou_threshold=d.iou_threshold if given else None, max_detections=d.max_detections)
     if fmt in (OutputFormat.SEGMENTATION, OutputFormat.KEYPOINTS):
         other = "Segmenter (`edgekit segment`)" if fmt is OutputFormat.SEGMENTATION else "PoseEstimator (`edgekit pose`)"
         raise ModelError(f"a {fmt.value} model gives no boxes or classes: read it with {other}")
     if len(outputs) != 1:
         raise ModelError(f"a {fmt.value} model has one output; this one has {len(outputs)}: "
                          f"{[list(o.shape) for o in outputs]}")
-    return Decoder(fmt, labs, threshold, top_k=top_k)
+    return Decoder(fmt, labs, d.threshold, top_k=d.top_k)

@@ -19,14 +19,14 @@ the first of these that says it:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from edgekit.contract.enums import BoxMapping, Choice, ColorOrder, Interpolation, ResizeMode, Task
 from edgekit.contract.presets import Preset
 from edgekit.contract.spec import LETTERBOX_PAD, Normalization
 from edgekit.errors import InputError, ModelError
 
-__all__ = ["Provenance", "PreprocessingSpec", "resolve_preprocessing", "preprocessing_for", "SETTINGS",
+__all__ = ["Provenance", "PreprocessingSpec", "resolve_preprocessing", "preprocessing_for", "preprocessing_of", "SETTINGS",
            "CONVENTIONAL_RESIZE"]
 
 SETTINGS = ("resize", "pad_value", "interpolation", "normalization", "color", "box_mapping")
@@ -40,6 +40,7 @@ class Provenance(Choice):
     ULTRALYTICS = "Ultralytics metadata"
     TFLITE = "TFLite metadata"
     PRESET = "preset"
+    OUTPUTS = "the outputs"  # a model reading's format, task or layout, read from its output tensors
     CONVENTION = "convention"
 
 
@@ -197,10 +198,25 @@ CONVENTIONAL_RESIZE = {Task.SEGMENT: ResizeMode.LETTERBOX, Task.POSE: ResizeMode
 
 def preprocessing_for(info: Any, *, resize: ResizeMode | str | None = None,
                       task: Task | None = None) -> PreprocessingSpec:
-    """:func:`resolve_preprocessing` for a model described by ``info`` (a loaded
-    :class:`~edgekit.runtimes.model.Model` or a :class:`~edgekit.runtimes.tensors.ModelInfo`): its
-    metadata, its TFLite metadata, and the preset its signature matches; ``task`` picks the
-    conventional resize (:data:`CONVENTIONAL_RESIZE`, else stretch).
+    """:func:`preprocessing_of` for a model described by ``info`` (a loaded
+    :class:`~edgekit.runtimes.model.Model` or a :class:`~edgekit.runtimes.tensors.ModelInfo`). A
+    loaded model's :meth:`~edgekit.runtimes.model.Model.reading` holds its spec already.
+
+    Raises:
+        InputError: the ``resize`` option names no resize mode.
+        ModelError: the metadata holds a value that makes no sense.
+    """
+    info = getattr(info, "info", info)
+    return preprocessing_of(info.metadata, getattr(info, "support", None), info.inputs, info.outputs,
+                            tuple(info.ops or ()), task=task, resize=resize)
+
+
+def preprocessing_of(metadata: Mapping[str, Any] | None, support: Any, inputs: Sequence[Any], outputs: Sequence[Any],
+                     ops: Sequence[str] = (), *, task: Task | None = None,
+                     resize: ResizeMode | str | None = None) -> PreprocessingSpec:
+    """:func:`resolve_preprocessing` for a model with these tensors: its edgekit ``metadata``, its
+    TFLite ``support`` metadata, and the preset its metadata names or its signature matches;
+    ``task`` picks the conventional resize (:data:`CONVENTIONAL_RESIZE`, else stretch).
 
     Raises:
         InputError: the ``resize`` option names no resize mode.
@@ -210,12 +226,17 @@ def preprocessing_for(info: Any, *, resize: ResizeMode | str | None = None,
 
     from edgekit.contract.presets import PRESETS, match_preset
 
-    info = getattr(info, "info", info)
-    meta = info.metadata or {}
+    meta = metadata or {}
     pre: Mapping[str, Any] = meta["preprocessing"] if isinstance(meta.get("preprocessing"), Mapping) else {}
     named = pre.get("preset")
-    preset = PRESETS.get(str(named)) if named else match_preset(info.inputs, info.outputs, tuple(info.ops or ()))
-    floating = len(info.inputs) == 1 and bool(np.issubdtype(np.dtype(info.inputs[0].dtype), np.floating))
-    return resolve_preprocessing(meta, getattr(info, "support", None), preset, resize=resize,
+    preset = PRESETS.get(str(named)) if named else match_preset(inputs, outputs, tuple(ops))
+    raw = getattr(inputs[0], "dtype", None) if len(inputs) == 1 else None
+    if raw is None and len(inputs) == 1:
+        raw = getattr(inputs[0], "type", None)  # the converter's view of a flatbuffer tensor
+    try:
+        floating = raw is not None and bool(np.issubdtype(np.dtype(raw), np.floating))
+    except TypeError:
+        floating = False
+    return resolve_preprocessing(meta, support, preset, resize=resize,
                                  default_resize=CONVENTIONAL_RESIZE.get(task, ResizeMode.STRETCH) if task else
                                  ResizeMode.STRETCH, float_input=floating)

@@ -20,15 +20,16 @@ import numpy as np
 
 from edgekit.contract.enums import OutputFormat, Task
 from edgekit.contract.keypoints import PoseLayout, pose_layout, pose_layout_of
-from edgekit.contract.recognize import SSD_OP, _split_pair, task_of
+from edgekit.contract.recognize import SSD_OP, _split_pair, task_of, yolo_layout
 from edgekit.contract.segmentation import SegmentationLayout, segmentation_layout
+from edgekit.contract.spec import TensorLike
 from edgekit.errors import ModelError
 
 if TYPE_CHECKING:
     from edgekit.contract.anchors import AnchorSpec
 
-__all__ = ["Reading", "AmbiguousOutputsError", "candidates", "read_outputs", "anchor_spec", "implausible",
-           "EXACT", "POSSIBLE"]
+__all__ = ["Reading", "AmbiguousOutputsError", "candidates", "read_outputs", "recognize_format", "detect_format",
+           "anchor_spec", "implausible", "EXACT", "POSSIBLE"]
 
 EXACT, POSSIBLE = 2, 1
 YOLO_STRIDES = ((8, 16, 32), (8, 16, 32, 64))  # P5 and P6 heads
@@ -234,6 +235,43 @@ def read_outputs(outputs: Sequence[Any], metadata: Mapping[str, Any] | None = No
     return top[0]
 
 
+def recognize_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None = None, *,
+                     ops: Iterable[str] = (), inputs: Sequence[TensorLike] = ()) -> OutputFormat | None:
+    """The output format named in the metadata, else the one the outputs' shapes (and the
+    graph's ``ops``, when known) show; None when they fit none.
+
+    SSD: four outputs, one (1, N, 4) and one with a single value (the count), or the
+    ``TFLite_Detection_PostProcess`` op. YOLO: one output (1, A, B) with A and B at least 5,
+    or two outputs, boxes (1, 4, N) and scores (1, C, N) (either transposed). CLASSES: one
+    output holding one row of scores ([1, C], [C], [1, 1, 1, C]; [1, 1] is one sigmoid). And
+    SEGMENTATION, KEYPOINTS, ANCHORS; integer outputs that are not quantized are ids, never
+    scores or boxes; a model that reads two ways equally well is None (see
+    :func:`read_outputs`, which says why). For users' scripts: edgekit itself reads a model once,
+    with :func:`edgekit.contract.modelreading.read_model`.
+
+    Raises:
+        ModelError: the metadata names a format edgekit does not read.
+    """
+    named = (metadata or {}).get("output_format")
+    if named:
+        return OutputFormat.from_metadata(named, "output_format")
+    try:  # a model that reads two ways, or none, is no format here
+        return read_outputs(outputs, metadata, ops=ops, inputs=inputs).format
+    except ModelError:
+        return None
+
+
+def detect_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None = None, *,
+                  ops: Iterable[str] = (), inputs: Sequence[TensorLike] = ()) -> OutputFormat:
+    """:func:`recognize_format`, for a model that must have a known format.
+
+    Raises:
+        ModelError: the metadata names an unknown format, or the outputs match none.
+        AmbiguousOutputsError: (a ModelError) the outputs read two ways equally well.
+    """
+    return read_outputs(outputs, metadata, ops=ops, inputs=inputs).format  # says why: no reading fits, or two do
+
+
 _TASK_NOUN = {Task.CLASSIFY: "classifier", Task.DETECT: "detector", Task.SEGMENT: "segmenter", Task.POSE: "pose model"}
 _COMMAND = {Task.CLASSIFY: "classify", Task.DETECT: "detect", Task.SEGMENT: "segment", Task.POSE: "pose"}
 
@@ -268,7 +306,6 @@ def implausible(fmt: OutputFormat, outputs: Sequence[np.ndarray], *, quantized: 
         return "the outputs hold NaN or infinite values"
     if fmt is OutputFormat.YOLO and len(arrays) == 1 and arrays[0].ndim == 3 and not quantized:
         from edgekit.contract.enums import YoloLayout
-        from edgekit.contract.recognize import yolo_layout
 
         a = arrays[0][0].astype(np.float32)
         scores = a[4:] if yolo_layout(arrays[0].shape) is YoloLayout.V8 else a[:, 4:]

@@ -1,15 +1,17 @@
-"""Which output format a model has: from its edgekit metadata, else from its outputs' shapes.
+"""Where a format's numbers sit among a model's outputs: SSD's output order, YOLO's raw layout and
+boxes/scores roles, and the task a format serves.
 
-One recognizer for both sides: the device picks its decoder with it, and the converter's
-accuracy gate decodes the same way. Pure numpy; tensors are anything with ``name`` and ``shape``
-(:class:`edgekit.runtimes.TensorSpec`, or the converter's view of a flatbuffer).
+Which format a model has is read in :mod:`edgekit.contract.readings` (``read_outputs``,
+``recognize_format``, ``detect_format``), once per model by :mod:`edgekit.contract.modelreading`.
+Pure numpy; tensors are anything with ``name`` and ``shape`` (:class:`edgekit.runtimes.TensorSpec`,
+or the converter's view of a flatbuffer).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -17,8 +19,7 @@ from edgekit.contract.enums import OutputFormat, Task, YoloLayout
 from edgekit.contract.spec import TensorLike
 from edgekit.errors import ModelError
 
-__all__ = ["SSD_OP", "recognize_format", "detect_format", "task_of", "ssd_order", "yolo_layout", "YoloOutputs",
-           "yolo_outputs"]
+__all__ = ["SSD_OP", "task_of", "ssd_order", "yolo_layout", "YoloOutputs", "yolo_outputs"]
 
 SSD_OP = "TFLite_Detection_PostProcess"
 
@@ -33,48 +34,6 @@ def _split_pair(shapes: list[tuple[int, ...]]) -> bool:
         return False
     a, b = shapes
     return (a[2] == b[2] and 4 in (a[1], b[1]) and a[2] > 4) or (a[1] == b[1] and 4 in (a[2], b[2]) and a[1] > 4)
-
-
-def recognize_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None = None, *,
-                     ops: Iterable[str] = (), inputs: Sequence[TensorLike] = ()) -> OutputFormat | None:
-    """The output format named in the metadata, else the one the outputs' shapes (and the
-    graph's ``ops``, when known) show; None when they fit none.
-
-    SSD: four outputs, one (1, N, 4) and one with a single value (the count), or the
-    ``TFLite_Detection_PostProcess`` op. YOLO: one output (1, A, B) with A and B at least 5,
-    or two outputs, boxes (1, 4, N) and scores (1, C, N) (either transposed). CLASSES: one
-    output holding one row of scores ([1, C], [C], [1, 1, 1, C]; [1, 1] is one sigmoid). And
-    SEGMENTATION, KEYPOINTS, ANCHORS; integer outputs that are not quantized are ids, never
-    scores or boxes; a model that reads two ways equally well is None (see
-    :func:`edgekit.contract.readings.read_outputs`, which says why).
-
-    Raises:
-        ModelError: the metadata names a format edgekit does not read.
-    """
-    named = (metadata or {}).get("output_format")
-    if named:
-        return OutputFormat.from_metadata(named, "output_format")
-    # Shapes, types (integers that are not quantized are ids, never YOLO scores) and sizes are
-    # weighed in edgekit.contract.readings; a model that reads two ways is no format here.
-    from edgekit.contract.readings import read_outputs
-
-    try:
-        return read_outputs(outputs, metadata, ops=ops, inputs=inputs).format
-    except ModelError:
-        return None
-
-
-def detect_format(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None = None, *,
-                  ops: Iterable[str] = (), inputs: Sequence[TensorLike] = ()) -> OutputFormat:
-    """:func:`recognize_format`, for a model that must have a known format.
-
-    Raises:
-        ModelError: the metadata names an unknown format, or the outputs match none.
-        AmbiguousOutputsError: (a ModelError) the outputs read two ways equally well.
-    """
-    from edgekit.contract.readings import read_outputs  # says why: no reading fits, or two do
-
-    return read_outputs(outputs, metadata, ops=ops, inputs=inputs).format
 
 
 def task_of(fmt: OutputFormat | None) -> Task | None:

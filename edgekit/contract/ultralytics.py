@@ -13,9 +13,9 @@ defaults). Used only when the file carries no edgekit metadata. Never eval: JSON
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["PREDICT_DEFAULTS", "read_ultralytics", "from_ultralytics"]
+__all__ = ["PREDICT_DEFAULTS", "read_ultralytics", "from_ultralytics", "ultralytics_names"]
 
 MAX_MEMBER_BYTES = 256 * 1024  # Ultralytics' metadata is a few KB; more is not theirs
 # Ultralytics' predict defaults (ultralytics/cfg/default.yaml): conf, iou, max_det.
@@ -45,6 +45,11 @@ def read_ultralytics(data: bytes) -> dict[str, Any] | None:
             RecursionError, MemoryError, NotImplementedError, RuntimeError, KeyError):
         return None
     return doc if isinstance(doc, dict) and "names" in doc else None
+
+
+def ultralytics_names(doc: Mapping[str, Any]) -> list[str] | None:
+    """The class names of Ultralytics' metadata (``names``, by class id; a gap is an empty name), or None."""
+    return _names(doc.get("names"))
 
 
 def _names(raw: Any) -> list[str] | None:

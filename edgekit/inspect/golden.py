@@ -35,12 +35,16 @@ from __future__ import annotations
 
 import platform
 import struct
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from edgekit.errors import ModelError
 from edgekit.runtimes import Model
+
+if TYPE_CHECKING:
+    from edgekit.contract.modelreading import ModelReading
+    from edgekit.contract.segmentation import SegmentationLayout
 
 __all__ = ["MADE_WITH", "TIE_STEPS", "SCORE_STEPS", "MATCH_IOU", "MATCH_PX", "MASK_AGREEMENT", "FLOAT_STEP", "made_with",
            "expected_arrays", "compare_case"]
@@ -119,20 +123,20 @@ def compare_case(model: Model, case: str, outputs: Sequence[np.ndarray], expecte
 
 
 def _task_difference(model: Model, outs: list[np.ndarray], exp: list[np.ndarray]) -> str | None:
-    from edgekit.contract import OutputFormat, detect_format, make_decoder
+    """Why the outputs differ as the task's results (by the model's reading), or None."""
+    from edgekit.contract import OutputFormat
 
     try:
-        fmt = detect_format(model.outputs, model.metadata, inputs=model.inputs)
+        reading: ModelReading | None = model.reading()
     except ModelError:
-        fmt = None
-    if fmt is OutputFormat.CLASSES:
+        reading = None  # compared as raw tensors, in quantization steps
+    if reading is not None and reading.format is OutputFormat.CLASSES:
         return _classes_difference(outs[0].reshape(-1).astype(np.float64), exp[0].reshape(-1).astype(np.float64),
                                    _step(model, 0, exp[0]))
-    if fmt in (OutputFormat.SSD, OutputFormat.YOLO, OutputFormat.ANCHORS):
-        decoder = make_decoder(model.outputs, model.metadata)
-        return _detections_difference(model, decoder, outs, exp)
-    if fmt is OutputFormat.SEGMENTATION:
-        return _mask_difference(model, outs[0], exp[0])
+    if reading is not None and reading.format in (OutputFormat.SSD, OutputFormat.YOLO, OutputFormat.ANCHORS):
+        return _detections_difference(model, reading, outs, exp)
+    if reading is not None and reading.format is OutputFormat.SEGMENTATION:
+        return _mask_difference(reading.segmentation, outs[0], exp[0])
     for i, (o, e) in enumerate(zip(outs, exp)):
         err, allowed = float(np.abs(o.astype(np.float64) - e).max(initial=0.0)), SCORE_STEPS * _step(model, i, e)
         if err > allowed:
@@ -152,10 +156,13 @@ def _classes_difference(got: np.ndarray, exp: np.ndarray, step: float) -> str | 
     return None
 
 
-def _detections_difference(model: Model, decoder: Any, outs: list[np.ndarray], exp: list[np.ndarray]) -> str | None:
+def _detections_difference(model: Model, reading: ModelReading, outs: list[np.ndarray],
+                           exp: list[np.ndarray]) -> str | None:
     from edgekit.contract import Transform, box_iou, image_input
+    from edgekit.contract.decode import decoder_for
 
-    size = image_input(model.inputs[0], model.metadata or {}).size
+    decoder: Any = decoder_for(reading)
+    size = reading.input.size if reading.input is not None else image_input(model.inputs[0]).size
     transform = Transform.identity(size)
     got, want = decoder(outs, transform), decoder(exp, transform)
     score_out = getattr(decoder, "ssd_order", (0, 1, 2, 3))[2] if len(outs) == 4 else 0
@@ -188,11 +195,9 @@ def _listed(dets: Any) -> str:
     return ", ".join(rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "") if rows else "none"
 
 
-def _mask_difference(model: Model, got: np.ndarray, exp: np.ndarray) -> str | None:
-    from edgekit.contract.segmentation import class_map_of, segmentation_layout
+def _mask_difference(layout: SegmentationLayout | None, got: np.ndarray, exp: np.ndarray) -> str | None:
+    from edgekit.contract.segmentation import class_map_of
 
-    spec = model.outputs[0]
-    layout = segmentation_layout(spec.shape, spec.dtype, spec.quantized)
     if layout is None:
         return None if np.array_equal(got, exp) else "the mask differs"
     g, e = class_map_of(got, layout), class_map_of(exp, layout)

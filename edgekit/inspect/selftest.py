@@ -33,8 +33,12 @@ def golden_inputs(root: Path) -> dict[str, np.ndarray]:
 
 def run_golden(model: Model, x: np.ndarray) -> list[np.ndarray]:
     """Run one golden input: as it is when it matches the model's input, else, when it is an
-    RGB uint8 image, resized and normalized the way the device would (a version may take
-    another input size or type than the one the golden files were made for)."""
+    RGB uint8 image, resized and normalized the way the device would, by the model's reading (a
+    version may take another input size or type than the one the golden files were made for).
+
+    Raises:
+        ModelError: the image needs preprocessing and the model's outputs read as no format.
+    """
     return model.run(golden_tensor(model, x), dequantize=True)
 
 
@@ -47,14 +51,15 @@ def golden_tensor(model: Model, x: np.ndarray) -> np.ndarray:
     image = x[0] if x.ndim == 4 and x.shape[0] == 1 else x
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3 or len(spec.shape) != 4:
         return x  # not an image: let the model's own check say what does not fit
-    from edgekit.preprocess import Normalization, fit, to_input
+    from edgekit.preprocess import fit, to_input
 
-    meta = model.metadata or {}
-    resize = str((meta.get("preprocessing") or {}).get("resize") or "stretch")
-    from edgekit.contract import image_input
-
-    resized, _ = fit(image, image_input(spec, meta).size, resize)  # (1, H, W, 3) or channels first
-    return to_input(resized, spec, Normalization.from_metadata(meta))
+    reading = model.reading()  # the device's preprocessing, decided when the model loaded
+    pre, image_in = reading.preprocessing, reading.input
+    if pre is None or image_in is None:
+        return x  # not one RGB image input: let the model's own check say what does not fit
+    resized, _ = fit(image, image_in.size, pre.resize, pad_value=pre.pad_value, interpolation=pre.interpolation,
+                     boxes=pre.box_mapping)  # (1, H, W, 3) or channels first
+    return to_input(resized, spec, pre.normalization)
 
 
 def self_test(model: Model, version_dir: Path, golden: dict[str, np.ndarray]) -> tuple[int, float | None]:
@@ -116,8 +121,7 @@ def compatible(new: Model, serving: Model) -> str | None:
     output format and the label set. The input may change (an int8 model replaced by its
     float32 build, a larger input size): the new version gets its own preprocessing.
     """
-    old_fmt, new_fmt = _format(serving), _format(new)
-    old_task, new_task = _task(serving, old_fmt), _task(new, new_fmt)
+    (old_task, old_fmt), (new_task, new_fmt) = _reading(serving), _reading(new)
     if new_task != old_task:
         return f"it is a {new_task} model, the serving model a {old_task} model (a different task)"
     if new_fmt != old_fmt:
@@ -133,22 +137,17 @@ def compatible(new: Model, serving: Model) -> str | None:
     return None
 
 
-def _format(model: Model) -> str:
-    from edgekit.contract import detect_format
-
+def _reading(model: Model) -> tuple[str, str]:
+    """The task and output format the model's reading gives (an unknown one when it reads as none)."""
     try:
-        return detect_format(model.outputs, model.metadata).value
+        reading = model.reading()
     except ModelError:
-        return f"an unknown format (outputs {[list(o.shape) for o in model.outputs]})"
-
-
-def _task(model: Model, fmt: str) -> str:
-    named = (model.metadata or {}).get("task")
-    if named:
-        return str(named).lower()
-    return "classify" if fmt == "classes" else "detect"
+        return "an unknown", f"an unknown format (outputs {[list(o.shape) for o in model.outputs]})"
+    return reading.task.value, reading.format.value
 
 
 def _labels(model: Model) -> list[str] | None:
-    labels = (model.metadata or {}).get("labels")
-    return [str(x) for x in labels] if isinstance(labels, list) and labels else None
+    try:
+        return list(model.reading().labels) or None
+    except ModelError:
+        return None

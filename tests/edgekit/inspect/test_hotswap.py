@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from edgekit.contract.modelreading import read_model
 from edgekit.inspect.events import EventKind
 from edgekit.inspect.hotswap import HotSwapEngine
 from edgekit.inspect.modelwatch import ModelWatcher
@@ -49,8 +50,11 @@ def _spec(shape: tuple[int, ...], dtype: Any = np.uint8, scale: float = 0.0) -> 
 
 def _model(inputs: tuple[int, ...], outputs: list[tuple[int, ...]], dtype: Any = np.uint8,
            **meta: Any) -> Any:
-    return SimpleNamespace(inputs=[_spec(inputs, dtype, 0.0078 if dtype == np.int8 else 0.0)],
-                           outputs=[_spec(s, np.float32) for s in outputs], metadata=meta or None)
+    fake = SimpleNamespace(inputs=[_spec(inputs, dtype, 0.0078 if dtype == np.int8 else 0.0)],
+                           outputs=[_spec(s, np.float32) for s in outputs], metadata=meta or None, ops={},
+                           support=None)
+    fake.reading = lambda task=None: read_model(fake, task=task)  # as a loaded Model reads itself
+    return fake
 
 
 SSD_OUT = [(1, 10, 4), (1, 10), (1, 10), (1,)]
@@ -64,6 +68,8 @@ LABELS = ["part", "scratch", "dent", "missing_hole"]
     (_model((1, 640, 640, 3), [(1, 8, 8400)], np.float32, task="detect", labels=LABELS), None),
     (_model((1, 320, 320, 3), YOLO_OUT, np.int8, task="detect"), None),  # no labels inside: the config's apply
     (_model((1, 320, 320, 3), [(1, 1001)], np.int8), "a classify model, the serving model a detect model"),
+    # a segmenter is a segment model (the self-test once called every non-classifier "detect")
+    (_model((1, 320, 320, 3), [(1, 320, 320, 21)], np.float32), "a segment model, the serving model a detect model"),
     (_model((1, 300, 300, 3), SSD_OUT, np.uint8, task="detect", labels=LABELS),
      "its outputs read as ssd, the serving model's as yolo (a different output format"),
     (_model((1, 320, 320, 3), YOLO_OUT, np.int8, task="detect", labels=LABELS[:3] + ["hole"]),
