@@ -34,8 +34,9 @@ class Conversions:
 
 def convert_models(keras_path: Path, out: Path, splits: Any, *, max_drop: float, seed: int,
                    quiet: bool) -> Conversions:
-    """float32 and int8 conversions of the demo detector, int8 checked against float with the gate;
-    each result's JSON report written beside the model (convert_float32.json, convert_int8.json).
+    """float32 and int8 conversions of the demo detector, int8 checked against float with the gate.
+    Their reports are written once the two files are timed (:func:`edgekit.demo.figures.write_figures`),
+    so that every file states the same sizes and latencies.
 
     Raises:
         ConversionError: TensorFlow is missing or the converter failed.
@@ -48,9 +49,7 @@ def convert_models(keras_path: Path, out: Path, splits: Any, *, max_drop: float,
     f32 = convert(str(keras_path), out / "detector_float32.tflite", **data,
                   options=_replace(base, mode=Mode.FLOAT32, diagnose=False))
     q8 = convert(str(keras_path), out / "detector_int8.tflite", **data,
-                 options=_replace(base, mode=Mode.INT8, max_drop=max_drop, report_dir=out / "report"))
-    for result, name in ((f32, "convert_float32.json"), (q8, "convert_int8.json")):
-        (out / name).write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+                 options=_replace(base, mode=Mode.INT8, max_drop=max_drop))
     return Conversions(f32, q8)
 
 
@@ -60,10 +59,10 @@ def _replace(options: Any, **changes: Any) -> Any:
     return dataclasses.replace(options, **changes)
 
 
-def bench_models(paths: Sequence[Path], runs: int, out: Path) -> list[BenchRow]:
+def bench_models(paths: Sequence[Path], runs: int) -> list[BenchRow]:
     """Latency of each model on the default delegate (XNNPACK) and thread count, one row each,
-    run in turn and interleaved in rounds so that a busy moment does not fall on one model only;
-    written to bench.json.
+    run in turn and interleaved in rounds so that a busy moment does not fall on one model only
+    (bench.json, with the sizes: :func:`edgekit.demo.figures.write_figures`).
 
     Raises:
         ModelError: a model does not load.
@@ -81,17 +80,17 @@ def bench_models(paths: Sequence[Path], runs: int, out: Path) -> list[BenchRow]:
     finally:
         for m in models:
             m.close()
-    merged = [_merge(rows[p], p.name) for p in paths]
-    (out / "bench.json").write_text(json.dumps([r.to_dict() for r in merged], indent=2) + "\n", encoding="utf-8")
-    return merged
+    return [_merge(rows[p], p.name) for p in paths]
 
 
 def _merge(rows: list[BenchRow], name: str) -> BenchRow:
-    """One row per model: the median over the rounds of each latency figure."""
+    """One row per model: the median over the rounds of each latency figure, in ms to 1 us (as printed)."""
     import dataclasses
 
+    from edgekit.demo.figures import MS_DIGITS
+
     keys = rows[0].latency_ms or {}
-    latency = {k: float(np.median([(r.latency_ms or {})[k] for r in rows])) for k in keys}
+    latency = {k: round(float(np.median([(r.latency_ms or {})[k] for r in rows])), MS_DIGITS) for k in keys}
     return dataclasses.replace(rows[0], latency_ms=latency, fps=1e3 / latency["mean"] if latency else None,
                                notes=[f"model {name}", *rows[0].notes])
 
