@@ -18,14 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from edgekit.converters import ConversionResult
-    from edgekit.demo.steps import Conversions
     from edgekit.runtimes.timing import BenchRow
 
-__all__ = ["DemoFigures", "ModelFigures", "MS_DIGITS", "measured_figures", "write_figures"]
+__all__ = ["Conversions", "DemoFigures", "ModelFigures", "MS_DIGITS", "measured_figures", "write_figures"]
 
 MS_DIGITS = 3  # latencies are stated in ms to 1 us, everywhere
 RATIO_DIGITS = 2  # int8 / float32 ratios
 SPEEDUP_DIGITS = 1  # "runs 3.6x as fast"
+
+
+@dataclass(frozen=True)
+class Conversions:
+    """The demo's two conversions of its detector."""
+
+    float32: ConversionResult
+    int8: ConversionResult  # .output is the file written (OUT.FAILED-GATE.tflite when the gate failed)
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,6 @@ def write_figures(conversions: Conversions, figures: DemoFigures, out: Path) -> 
         OSError: a file cannot be written.
     """
     from edgekit.converters.report import write_report
-    from edgekit.demo.steps import Conversions
 
     int8 = with_figures(conversions.int8, figures, figures.int8)
     int8 = dataclasses.replace(int8, report_paths=write_report(int8, out / "report"))

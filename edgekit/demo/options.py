@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from edgekit.demo.figures import DemoFigures
-    from edgekit.demo.steps import Conversions, DetectRun, InspectRun
+    from edgekit.demo.figures import Conversions, DemoFigures
+    from edgekit.demo.steps import DetectRun, InspectRun
     from edgekit.runtimes.timing import BenchRow
 
 __all__ = ["DemoOptions", "DemoResult"]

@@ -99,7 +99,8 @@ def run_demo(options: DemoOptions) -> DemoResult:
 
     with steps.step("inspect", "the inspection cell: one PASS/FAIL per part at the line (and per frame) into "
                                "JSON-lines events"):
-        result.inspect = inspect_video(write_inspection_config(out, conv.int8.output, truth.size), out)
+        result.inspect = inspect_video(write_inspection_config(out, conv.int8.output, truth.size), out,
+                                       truth.fps)
 
     with steps.step("summary", "writing summary.md"):
         result.summary_path = write_summary(result, options, truth)

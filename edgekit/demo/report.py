@@ -111,9 +111,11 @@ def write_summary(result: DemoResult, options: DemoOptions, truth: Any) -> Path:
         "- `detector.keras`: the float model; `detector_float32.tflite`, "
         f"`{int8_name}`: the converted models (edgekit metadata inside: `edgekit info {int8_name}`)",
         "- `report/`: the conversion report (per-layer error plot, JSON); `convert_int8.json`, `convert_float32.json`",
-        "- `bench.json`, `annotated.avi`, `detections.jsonl`, `detect_summary.json`",
+        "- `bench.json`: the sizes and latencies of the table; `detections.jsonl`, `detect_summary.json`: "
+        "Detector.stream on the belt video",
         "- `inspection.toml`, `verdicts.jsonl`, `events/`: the inspection run and its events "
-        "(`edgekit inspect -c inspection.toml` runs the same cell)",
+        "(`edgekit inspect -c inspection.toml` runs the same cell); `annotated.avi`: its frames with the counting "
+        "line, the tracked parts' ids and each part's verdict from its crossing (green PASS, red FAIL)",
         "",
         "## Time per step (s)",
         "",

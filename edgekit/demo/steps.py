@@ -4,6 +4,7 @@ inspection :class:`edgekit.inspect.Cell`. Files are written from those results, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -12,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from edgekit.demo.figures import MS_DIGITS, Conversions
+
 if TYPE_CHECKING:
     from edgekit.runtimes.timing import BenchRow
-    from edgekit.converters import ConversionResult
     from edgekit.demo.conveyor import VideoTruth
     from edgekit.inspect.parts import PartVerdict
     from edgekit.loop import LoopSummary
@@ -24,12 +26,6 @@ __all__ = ["Conversions", "DetectRun", "InspectRun", "bench_models", "convert_mo
 
 DEFECTS = ("scratch", "dent", "missing_hole")
 THRESHOLD = 0.4  # the detector's and the rules' score threshold on the belt video
-
-
-@dataclass(frozen=True)
-class Conversions:
-    float32: ConversionResult
-    int8: ConversionResult  # .output is the file written (OUT.FAILED-GATE.tflite when the gate failed)
 
 
 def convert_models(keras_path: Path, out: Path, splits: Any, *, max_drop: float, seed: int,
@@ -87,8 +83,6 @@ def _merge(rows: list[BenchRow], name: str) -> BenchRow:
     """One row per model: the median over the rounds of each latency figure, in ms to 1 us (as printed)."""
     import dataclasses
 
-    from edgekit.demo.figures import MS_DIGITS
-
     keys = rows[0].latency_ms or {}
     latency = {k: round(float(np.median([(r.latency_ms or {})[k] for r in rows])), MS_DIGITS) for k in keys}
     return dataclasses.replace(rows[0], latency_ms=latency, fps=1e3 / latency["mean"] if latency else None,
@@ -103,14 +97,14 @@ class DetectRun:
 
 def detect_video(model: Path, video: Path, truth: VideoTruth, out: Path) -> DetectRun:
     """The int8 detector on the belt video played as a camera (realtime): each result to
-    detections.jsonl and annotated.avi, the loop's figures to detect_summary.json.
+    detections.jsonl, the loop's figures to detect_summary.json (annotated.avi is the cell's:
+    :func:`inspect_video`).
 
     Raises:
         SourceError: the video cannot be read. ModelError: the model cannot run.
     """
     from edgekit.demo import CLASS_NAMES, mean_average_precision
     from edgekit.sinks.jsonl import JsonlSink
-    from edgekit.sinks.video_writer import VideoWriterSink
     from edgekit.tasks import Detector
     from edgekit.sources import VideoSource, parse_source
 
@@ -118,8 +112,7 @@ def detect_video(model: Path, video: Path, truth: VideoTruth, out: Path) -> Dete
     source = VideoSource(parse_source(str(video), realtime=True))
     with Detector.create_from_model_path(model, threshold=THRESHOLD) as detector:
         source.open()
-        sinks: list[JsonlSink | VideoWriterSink] = [JsonlSink(out / "detections.jsonl"),
-                                                    VideoWriterSink(out / "annotated.avi", source.fps or 15.0)]
+        sinks = [JsonlSink(out / "detections.jsonl")]
         try:
             stream = detector.stream(source)
             with stream:
@@ -180,20 +173,26 @@ class InspectRun:
     parts: tuple[PartVerdict, ...] = ()  # per-part mode: one verdict per part, in crossing order
 
 
-def inspect_video(config_path: Path, out: Path) -> InspectRun:
+def inspect_video(config_path: Path, out: Path, fps: float = 15.0) -> InspectRun:
     """The inspection cell of `config_path` on the belt video: every decision to verdicts.jsonl
-    (and, through the cell's sinks, to events/).
+    (and, through the cell's sinks, to events/); in per-part mode each judged frame to annotated.avi
+    (counting line, track ids, each part's verdict from its crossing: :class:`edgekit.demo.annotate.VerdictVideo`).
 
     Raises:
         ConfigError: the config is wrong. ModelError, SourceError: as for the detector.
     """
+    from edgekit.demo.annotate import VerdictVideo
     from edgekit.inspect import Cell, load_config
     from edgekit.inspect.parts import PartVerdict
 
     counts = {True: 0, False: 0}
     parts: list[PartVerdict] = []  # also `part` events in events/
     with open(out / "verdicts.jsonl", "w", encoding="utf-8") as f, \
-            Cell.from_config(load_config(config_path)) as cell:
+            Cell.from_config(load_config(config_path)) as cell, contextlib.ExitStack() as stack:
+        if cell.parts is not None:
+            video = VerdictVideo(cell, out / "annotated.avi", fps)
+            stack.callback(video.close)
+            cell.stages.append(video)
         for decision in cell.run():
             if isinstance(decision, PartVerdict):
                 parts.append(decision)
