@@ -5,9 +5,13 @@ Drawing sits above :mod:`edgekit.results` (which import nothing of it)::
     annotated = draw(frame, detections)            # or Classes, a Segmentation, Poses
     annotated = draw_poses(frame, poses, threshold=0.3)
     annotated = draw_segmentation(frame, seg, alpha=0.5)
+    draw_counting_line(annotated, (320, 0), (320, 480), "line", axis=(1, 0))   # in place
+    draw_verdict(annotated, (40, 60, 200, 220), "#7 FAIL dent", passed=False)
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import cv2
 import numpy as np
@@ -15,9 +19,13 @@ import numpy as np
 from edgekit.errors import InputError
 from edgekit.results import Classes, Detections, Poses, Result, Segmentation, SegmentationMask, background_id
 
-__all__ = ["draw", "draw_poses", "draw_segmentation", "class_color", "label_box"]
+__all__ = ["LINE_COLOR", "PASS_COLOR", "FAIL_COLOR", "class_color", "draw", "draw_counting_line", "draw_poses",
+           "draw_segmentation", "draw_verdict", "label_box"]
 
 MAX_REGION_LABELS = 20  # draw_segmentation writes "label area" on the largest regions only
+LINE_COLOR = (255, 215, 0)  # RGB amber: a counting line
+PASS_COLOR = (0, 200, 0)  # RGB: a part's PASS
+FAIL_COLOR = (230, 0, 0)  # RGB: a part's FAIL
 
 
 # One color per class id, stable across frames (RGB; golden-ratio hues are far apart).
@@ -150,3 +158,38 @@ def draw_segmentation(frame: np.ndarray, seg: Segmentation | SegmentationMask, *
             if n < MAX_REGION_LABELS:  # text is what costs (about 0.1 ms a label) and clutters
                 label_box(out, f"{r.label} {r.area}px", (x1, y1), color, scale)  # type: ignore[arg-type]
     return out
+
+
+def _bgr(color: tuple[int, int, int], bgr: bool) -> tuple[int, int, int]:
+    return (color[2], color[1], color[0]) if bgr else color
+
+
+def draw_counting_line(frame: np.ndarray, start: Sequence[float], end: Sequence[float], name: str = "", *,
+                       axis: Sequence[float] = (0.0, 0.0), thickness: int = 2, color: tuple[int, int, int] = LINE_COLOR,
+                       bgr: bool = False) -> np.ndarray:
+    """Draw a counting line from ``start`` to ``end`` (frame pixels) in place, with its ``name`` and, when
+    ``axis`` is not (0, 0), an arrow from its middle the way that counts. ``color`` is RGB (``bgr=True``:
+    the frame is in OpenCV's order and the same color comes out). Returns ``frame``."""
+    c = _bgr(color, bgr)
+    a, b = np.asarray(start, np.float64), np.asarray(end, np.float64)
+    cv2.line(frame, tuple(int(v) for v in np.round(a)), tuple(int(v) for v in np.round(b)), c, thickness, cv2.LINE_AA)
+    direction = np.asarray(axis, np.float64)
+    if direction.any():
+        mid = (a + b) / 2
+        tip = mid + direction * max(20.0, 0.08 * frame.shape[1])
+        cv2.arrowedLine(frame, tuple(int(v) for v in mid), tuple(int(v) for v in tip), c, thickness, cv2.LINE_AA,
+                        tipLength=0.35)
+    if name:
+        cv2.putText(frame, name, (int(a[0]) + 4, int(a[1]) + 16), cv2.FONT_HERSHEY_SIMPLEX, 0.5, c, 1, cv2.LINE_AA)
+    return frame
+
+
+def draw_verdict(frame: np.ndarray, box: tuple[float, float, float, float] | np.ndarray, text: str, *, passed: bool,
+                 thickness: int = 2, bgr: bool = False) -> np.ndarray:
+    """Draw a part's verdict in place: its box outlined and ``text`` ("#7 FAIL dent") on a green (PASS)
+    or red (FAIL) label above it. Returns ``frame``."""
+    c = _bgr(PASS_COLOR if passed else FAIL_COLOR, bgr)
+    x1, y1, x2, y2 = (int(round(float(v))) for v in box)
+    cv2.rectangle(frame, (x1, y1), (max(x1, x2 - 1), max(y1, y2 - 1)), c, thickness + 1)
+    label_box(frame, text, (max(0, x1), max(0, y1)), c, max(0.4, min(frame.shape[:2]) / 900) * 1.5)
+    return frame

@@ -83,8 +83,9 @@ def register(subparsers: Any) -> None:
     add_stop_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON object per processed frame on stdout")
     p.add_argument("--track", action="store_true",
-                   help="follow objects across frames (ByteTrack): a track_id in every JSON detection, "
-                        "\"#id\" on --save/--show")
+                   help="follow objects across frames (ByteTrack): only the detections on a confirmed track are "
+                        "kept, each with its track_id in the JSON and \"#id\" on --save/--show (as supervision's "
+                        "ByteTrack: a new object's box shows from its second frame)")
     p.add_argument("--save", metavar="OUT.avi", type=output_file_arg, help="write the annotated video (MJPG .avi or mp4v .mp4)")
     p.add_argument("--show", action="store_true", help="show the annotated frames in a window")
     p.add_argument("--serve", type=_serve, metavar="[HOST:]PORT",
@@ -107,11 +108,15 @@ def _serve(text: str) -> tuple[str, int]:
 
 
 def _tracker(threshold: float) -> ByteTracker:
-    """ByteTrack on the boxes detect keeps (all at least --threshold): each can start or feed a track."""
+    """ByteTrack on the boxes detect keeps (all at least --threshold): each can start or feed a track.
+    ByteTrack's high boxes score above its threshold, so it sits one float32 step below ours: a box
+    scoring exactly --threshold (0.5 is a step of a uint8 score) is a high box too."""
+    import numpy as np
+
     from edgekit.track import ByteTracker, TrackerOptions
 
-    return ByteTracker(TrackerOptions(high_threshold=threshold, low_threshold=threshold,
-                                      new_track_threshold=threshold))
+    below = float(np.nextafter(np.float32(threshold), np.float32(0)))
+    return ByteTracker(TrackerOptions(high_threshold=below, low_threshold=below, new_track_threshold=below))
 
 
 def _make_task(args: argparse.Namespace) -> Detector | Classifier:
@@ -192,7 +197,10 @@ def run(args: argparse.Namespace) -> int:
             with stream, stop_on_signals(stream, received):
                 for result in stream:
                     if tracker is not None and isinstance(result.result, Detections):
-                        result = dataclasses.replace(result, result=tracker.update(result.result).as_detections())
+                        # as supervision's ByteTrack: a box no confirmed track took (a new object's first
+                        # frame) is left out rather than written without an id
+                        tracked = tracker.update(result.result).confirmed()
+                        result = dataclasses.replace(result, result=tracked.as_detections())
                     for sink in sinks:
                         sink.write(result)
                     bar.update()

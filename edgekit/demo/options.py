@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from edgekit.demo.steps import Conversions, DetectRun, InspectRun
+    from edgekit.demo.figures import Conversions, DemoFigures
+    from edgekit.demo.steps import DetectRun, InspectRun
     from edgekit.runtimes.timing import BenchRow
 
 __all__ = ["DemoOptions", "DemoResult"]
@@ -56,6 +57,7 @@ class DemoResult:
     int8_map: float = math.nan  # the int8 .tflite against the same labels
     conversions: Conversions | None = None
     bench: dict[str, BenchRow] = field(default_factory=dict)  # model file name -> latency
+    figures: DemoFigures | None = None  # sizes, latencies and their ratios: what every file states
     detect: DetectRun | None = None
     inspect: InspectRun | None = None
     summary_path: Path | None = None

@@ -52,6 +52,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
     """
     from edgekit.demo import (TrainConfig, evaluate, evaluate_outputs, export_saved, load_split, make_splits,
                               make_video, train)
+    from edgekit.demo.figures import measured_figures, write_figures
     from edgekit.demo.steps import bench_models, convert_models, detect_video, inspect_video, write_inspection_config
     from edgekit.runtimes.timing import cpu_name
     from edgekit.runtimes import load_model
@@ -88,14 +89,18 @@ def run_demo(options: DemoOptions) -> DemoResult:
 
     with steps.step("bench", f"timing float32 against int8 (XNNPACK) on {result.cpu}"):
         paths = [conv.float32.output, conv.int8.output]
-        result.bench = dict(zip((p.name for p in paths), bench_models(paths, options.bench_runs, out)))
+        result.bench = dict(zip((p.name for p in paths), bench_models(paths, options.bench_runs)))
+        # one set of figures for bench.json, report/, convert_*.json and summary.md
+        result.figures = figures = measured_figures(conv, result.bench, result.cpu)
+        result.conversions = conv = write_figures(conv, figures, out)
 
     with steps.step("detect", "Detector.stream on the belt video, played as a camera"):
         result.detect = detect_video(conv.int8.output, out / "belt.avi", truth, out)
 
     with steps.step("inspect", "the inspection cell: one PASS/FAIL per part at the line (and per frame) into "
                                "JSON-lines events"):
-        result.inspect = inspect_video(write_inspection_config(out, conv.int8.output, truth.size), out)
+        result.inspect = inspect_video(write_inspection_config(out, conv.int8.output, truth.size), out,
+                                       truth.fps)
 
     with steps.step("summary", "writing summary.md"):
         result.summary_path = write_summary(result, options, truth)

@@ -4,6 +4,7 @@ inspection :class:`edgekit.inspect.Cell`. Files are written from those results, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -12,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from edgekit.demo.figures import MS_DIGITS, Conversions
+
 if TYPE_CHECKING:
     from edgekit.runtimes.timing import BenchRow
-    from edgekit.converters import ConversionResult
     from edgekit.demo.conveyor import VideoTruth
     from edgekit.inspect.parts import PartVerdict
     from edgekit.loop import LoopSummary
@@ -26,16 +28,11 @@ DEFECTS = ("scratch", "dent", "missing_hole")
 THRESHOLD = 0.4  # the detector's and the rules' score threshold on the belt video
 
 
-@dataclass(frozen=True)
-class Conversions:
-    float32: ConversionResult
-    int8: ConversionResult  # .output is the file written (OUT.FAILED-GATE.tflite when the gate failed)
-
-
 def convert_models(keras_path: Path, out: Path, splits: Any, *, max_drop: float, seed: int,
                    quiet: bool) -> Conversions:
-    """float32 and int8 conversions of the demo detector, int8 checked against float with the gate;
-    each result's JSON report written beside the model (convert_float32.json, convert_int8.json).
+    """float32 and int8 conversions of the demo detector, int8 checked against float with the gate.
+    Their reports are written once the two files are timed (:func:`edgekit.demo.figures.write_figures`),
+    so that every file states the same sizes and latencies.
 
     Raises:
         ConversionError: TensorFlow is missing or the converter failed.
@@ -48,9 +45,7 @@ def convert_models(keras_path: Path, out: Path, splits: Any, *, max_drop: float,
     f32 = convert(str(keras_path), out / "detector_float32.tflite", **data,
                   options=_replace(base, mode=Mode.FLOAT32, diagnose=False))
     q8 = convert(str(keras_path), out / "detector_int8.tflite", **data,
-                 options=_replace(base, mode=Mode.INT8, max_drop=max_drop, report_dir=out / "report"))
-    for result, name in ((f32, "convert_float32.json"), (q8, "convert_int8.json")):
-        (out / name).write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+                 options=_replace(base, mode=Mode.INT8, max_drop=max_drop))
     return Conversions(f32, q8)
 
 
@@ -60,10 +55,10 @@ def _replace(options: Any, **changes: Any) -> Any:
     return dataclasses.replace(options, **changes)
 
 
-def bench_models(paths: Sequence[Path], runs: int, out: Path) -> list[BenchRow]:
+def bench_models(paths: Sequence[Path], runs: int) -> list[BenchRow]:
     """Latency of each model on the default delegate (XNNPACK) and thread count, one row each,
-    run in turn and interleaved in rounds so that a busy moment does not fall on one model only;
-    written to bench.json.
+    run in turn and interleaved in rounds so that a busy moment does not fall on one model only
+    (bench.json, with the sizes: :func:`edgekit.demo.figures.write_figures`).
 
     Raises:
         ModelError: a model does not load.
@@ -81,17 +76,15 @@ def bench_models(paths: Sequence[Path], runs: int, out: Path) -> list[BenchRow]:
     finally:
         for m in models:
             m.close()
-    merged = [_merge(rows[p], p.name) for p in paths]
-    (out / "bench.json").write_text(json.dumps([r.to_dict() for r in merged], indent=2) + "\n", encoding="utf-8")
-    return merged
+    return [_merge(rows[p], p.name) for p in paths]
 
 
 def _merge(rows: list[BenchRow], name: str) -> BenchRow:
-    """One row per model: the median over the rounds of each latency figure."""
+    """One row per model: the median over the rounds of each latency figure, in ms to 1 us (as printed)."""
     import dataclasses
 
     keys = rows[0].latency_ms or {}
-    latency = {k: float(np.median([(r.latency_ms or {})[k] for r in rows])) for k in keys}
+    latency = {k: round(float(np.median([(r.latency_ms or {})[k] for r in rows])), MS_DIGITS) for k in keys}
     return dataclasses.replace(rows[0], latency_ms=latency, fps=1e3 / latency["mean"] if latency else None,
                                notes=[f"model {name}", *rows[0].notes])
 
@@ -104,14 +97,14 @@ class DetectRun:
 
 def detect_video(model: Path, video: Path, truth: VideoTruth, out: Path) -> DetectRun:
     """The int8 detector on the belt video played as a camera (realtime): each result to
-    detections.jsonl and annotated.avi, the loop's figures to detect_summary.json.
+    detections.jsonl, the loop's figures to detect_summary.json (annotated.avi is the cell's:
+    :func:`inspect_video`).
 
     Raises:
         SourceError: the video cannot be read. ModelError: the model cannot run.
     """
     from edgekit.demo import CLASS_NAMES, mean_average_precision
     from edgekit.sinks.jsonl import JsonlSink
-    from edgekit.sinks.video_writer import VideoWriterSink
     from edgekit.tasks import Detector
     from edgekit.sources import VideoSource, parse_source
 
@@ -119,8 +112,7 @@ def detect_video(model: Path, video: Path, truth: VideoTruth, out: Path) -> Dete
     source = VideoSource(parse_source(str(video), realtime=True))
     with Detector.create_from_model_path(model, threshold=THRESHOLD) as detector:
         source.open()
-        sinks: list[JsonlSink | VideoWriterSink] = [JsonlSink(out / "detections.jsonl"),
-                                                    VideoWriterSink(out / "annotated.avi", source.fps or 15.0)]
+        sinks = [JsonlSink(out / "detections.jsonl")]
         try:
             stream = detector.stream(source)
             with stream:
@@ -181,20 +173,26 @@ class InspectRun:
     parts: tuple[PartVerdict, ...] = ()  # per-part mode: one verdict per part, in crossing order
 
 
-def inspect_video(config_path: Path, out: Path) -> InspectRun:
+def inspect_video(config_path: Path, out: Path, fps: float = 15.0) -> InspectRun:
     """The inspection cell of `config_path` on the belt video: every decision to verdicts.jsonl
-    (and, through the cell's sinks, to events/).
+    (and, through the cell's sinks, to events/); in per-part mode each judged frame to annotated.avi
+    (counting line, track ids, each part's verdict from its crossing: :class:`edgekit.demo.annotate.VerdictVideo`).
 
     Raises:
         ConfigError: the config is wrong. ModelError, SourceError: as for the detector.
     """
+    from edgekit.demo.annotate import VerdictVideo
     from edgekit.inspect import Cell, load_config
     from edgekit.inspect.parts import PartVerdict
 
     counts = {True: 0, False: 0}
     parts: list[PartVerdict] = []  # also `part` events in events/
     with open(out / "verdicts.jsonl", "w", encoding="utf-8") as f, \
-            Cell.from_config(load_config(config_path)) as cell:
+            Cell.from_config(load_config(config_path)) as cell, contextlib.ExitStack() as stack:
+        if cell.parts is not None:
+            video = VerdictVideo(cell, out / "annotated.avi", fps)
+            stack.callback(video.close)
+            cell.stages.append(video)
         for decision in cell.run():
             if isinstance(decision, PartVerdict):
                 parts.append(decision)

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Callable
 
 import cv2
 import numpy as np
@@ -37,7 +38,8 @@ class VideoWriterSink:
     """Writes each result's frame with its boxes drawn into a video file.
 
     With ``fill_gaps`` the last frame is repeated for frames the loop dropped (up to
-    ``max_fill`` at a time), so the video keeps the source's timing at ``fps``.
+    ``max_fill`` at a time), so the video keeps the source's timing at ``fps``. ``annotate`` draws
+    a result's frame instead of :func:`edgekit.draw` (it returns the BGR image to write).
 
     Raises:
         InputError: the suffix has no codec here, the folder does not exist, or OpenCV
@@ -45,7 +47,7 @@ class VideoWriterSink:
     """
 
     def __init__(self, path: str | os.PathLike[str], fps: float = 30.0, *, fill_gaps: bool = True,
-                 max_fill: int = 150) -> None:
+                 max_fill: int = 150, annotate: Callable[[FrameResult], np.ndarray] | None = None) -> None:
         self.path = Path(path)
         suffix = self.path.suffix.lower()
         if suffix not in FOURCC_BY_SUFFIX:
@@ -56,6 +58,7 @@ class VideoWriterSink:
         self.fps = float(fps)
         self._fourcc = FOURCC_BY_SUFFIX[suffix]
         self._fill, self._max_fill = fill_gaps, max_fill
+        self._annotate = annotate or _annotated_bgr
         self._writer: cv2.VideoWriter | None = None
         self._size: tuple[int, int] | None = None
         self._last: np.ndarray | None = None
@@ -74,7 +77,7 @@ class VideoWriterSink:
     def write(self, result: FrameResult) -> None:
         if self._closed:
             raise InputError(f"the video writer for {str(self.path)!r} is closed")
-        image = _annotated_bgr(result)
+        image = self._annotate(result)
         writer = self._writer or self._open(image.shape[1], image.shape[0])
         if (image.shape[1], image.shape[0]) != self._size:  # a folder of images of different sizes
             image = cv2.resize(image, self._size, interpolation=cv2.INTER_AREA)

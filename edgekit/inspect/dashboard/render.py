@@ -24,8 +24,7 @@ __all__ = ["Encoded", "FrameEncoder", "Overlay", "OverlayLine", "annotate", "ove
 
 log = logging.getLogger("edgekit.dashboard")
 
-_ZONE = (255, 200, 0)  # BGR: a light blue
-_LINE = (0, 215, 255)  # BGR: amber
+_ZONE = (255, 200, 0)  # BGR: a light blue (the counting line: edgekit.drawing.LINE_COLOR, amber)
 
 
 class OverlayLine(NamedTuple):
@@ -67,7 +66,7 @@ def annotate(result: FrameResult, extra: Any, overlay: Overlay, max_width: int) 
     """
     import cv2
 
-    from edgekit.drawing import draw
+    from edgekit.drawing import draw, draw_counting_line
     from edgekit.results import Detections
 
     captured = result.captured
@@ -92,18 +91,8 @@ def annotate(result: FrameResult, extra: Any, overlay: Overlay, max_width: int) 
         x, y = pts[:, 0, 0].min(), pts[:, 0, 1].min()
         cv2.putText(out, name, (int(x) + 4, int(y) + 16), cv2.FONT_HERSHEY_SIMPLEX, 0.5, _ZONE, 1, cv2.LINE_AA)
     if overlay.line is not None:
-        a = np.array(overlay.line.start) * scale
-        b = np.array(overlay.line.end) * scale
-        cv2.line(out, tuple(int(v) for v in np.round(a)), tuple(int(v) for v in np.round(b)), _LINE, thick + 1,
-                 cv2.LINE_AA)
-        axis = np.array(overlay.line.axis, dtype=np.float64)
-        mid = (a + b) / 2
-        if axis.any():
-            tip = mid + axis * max(20.0, 0.08 * out.shape[1])
-            cv2.arrowedLine(out, tuple(int(v) for v in mid), tuple(int(v) for v in tip), _LINE, thick + 1,
-                            cv2.LINE_AA, tipLength=0.35)
-        cv2.putText(out, overlay.line.name, (int(a[0]) + 4, int(a[1]) + 16), cv2.FONT_HERSHEY_SIMPLEX, 0.5, _LINE,
-                    1, cv2.LINE_AA)
+        draw_counting_line(out, tuple(np.array(overlay.line.start) * scale), tuple(np.array(overlay.line.end) * scale),
+                           overlay.line.name, axis=overlay.line.axis, thickness=thick + 1, bgr=True)
     if extra is not None and hasattr(extra, "parts"):  # a PartsFrame: parts with their track ids
         for layer in (extra.defects, extra.parts.confirmed().as_detections()):
             if len(layer):

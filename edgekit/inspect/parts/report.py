@@ -17,7 +17,8 @@ import numpy as np
 from edgekit.inspect.parts.options import PartVerdict
 from edgekit.inspect.verdict import Verdict
 
-__all__ = ["PartRow", "PartsScore", "TruePart", "crossing_truth", "parts_section", "parts_tables", "score_parts"]
+__all__ = ["PartRow", "PartsScore", "TruePart", "belt_crossings", "crossing_truth", "parts_section", "parts_tables",
+           "score_parts"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,26 @@ class PartRow:
     @property
     def right(self) -> bool:
         return self.verdict is not None and self.truth is not None and self.verdict.passed == self.truth.passed
+
+    @property
+    def extra_reasons(self) -> tuple[str, ...]:
+        """Reasons the verdict gave that the part does not have, in the verdict's order."""
+        if self.verdict is None or self.truth is None:
+            return ()
+        return tuple(r for r in self.verdict.reasons if r not in self.truth.defects)
+
+    @property
+    def missing_reasons(self) -> tuple[str, ...]:
+        """Defects the part has that the verdict did not give as reasons, in the truth's order."""
+        if self.verdict is None or self.truth is None:
+            return ()
+        return tuple(d for d in self.truth.defects if d not in self.verdict.reasons)
+
+    @property
+    def reasons_right(self) -> bool:
+        """The verdict names exactly the part's defects (none for a good part)."""
+        return (self.verdict is not None and self.truth is not None and not self.extra_reasons
+                and not self.missing_reasons)
 
 
 @dataclass(frozen=True)
@@ -77,26 +98,53 @@ class PartsScore:
 
     @property
     def accuracy(self) -> float:
+        """Verdict accuracy: PASS/FAIL right, per true part."""
         return self.right / self.expected if self.expected else 1.0
+
+    @property
+    def reasons_right(self) -> int:
+        """Parts whose verdict names exactly their defects (a right PASS names none)."""
+        return sum(r.reasons_right for r in self.rows)
+
+    @property
+    def reason_accuracy(self) -> float:
+        """Reason accuracy: the verdict's reasons are exactly the part's defects, per true part."""
+        return self.reasons_right / self.expected if self.expected else 1.0
 
     @property
     def exact(self) -> bool:
         return self.count_error == 0 and self.right == self.expected
 
     def markdown(self) -> str:
-        """The per-part table and a closing line, for summary.md."""
-        lines = ["| # | track | frames | verdict | reasons | truth | |", "|---|---|---|---|---|---|---|"]
+        """The per-part table and a closing line, for summary.md. A row's verdict column says whether
+        PASS/FAIL is right; its reasons column marks the reasons given that the part lacks (extra) and
+        its defects the verdict did not name (missing)."""
+        lines = ["| # | track | frames | verdict | reasons | truth | verdict right | reasons right |",
+                 "|---|---|---|---|---|---|---|---|"]
         for r in self.rows:
             v, t = r.verdict, r.truth
             judged = ("-", "-", "(not counted)", "") if v is None else (
                 str(v.track_id), f"{v.first_frame}-{v.last_frame}", v.outcome.value, ", ".join(v.reasons))
-            true = "(no such part)" if t is None else (Verdict.PASS.value if t.passed else f"{Verdict.FAIL.value} " + ", ".join(t.defects))
+            true = "(no such part)" if t is None else (
+                Verdict.PASS.value if t.passed else f"{Verdict.FAIL.value} " + ", ".join(t.defects))
+            verdict_mark = "ok" if r.right else "**wrong**"
             lines.append(f"| {r.n} | {judged[0]} | {judged[1]} | {judged[2]} | {judged[3]} | {true} | "
-                         f"{'ok' if r.right else '**wrong**'} |")
+                         f"{verdict_mark} | {_reasons_mark(r)} |")
         lines.append("")
         lines.append(f"Parts counted: {self.counted} of {self.expected} (count error {self.count_error:+d}); "
-                     f"verdicts right: {self.right} of {self.expected}.")
+                     f"verdicts right: {self.right} of {self.expected} ({100 * self.accuracy:.0f} %); "
+                     f"reasons right: {self.reasons_right} of {self.expected} ({100 * self.reason_accuracy:.0f} %).")
         return "\n".join(lines)
+
+
+def _reasons_mark(row: PartRow) -> str:
+    if row.verdict is None or row.truth is None:
+        return "-"
+    if row.reasons_right:
+        return "ok"
+    marks = ([f"extra {', '.join(row.extra_reasons)}"] if row.extra_reasons else []) + \
+        ([f"missing {', '.join(row.missing_reasons)}"] if row.missing_reasons else [])
+    return "**" + "; ".join(marks) + "**"
 
 
 def score_parts(verdicts: Sequence[PartVerdict], truth: Sequence[TruePart], *,
@@ -196,12 +244,17 @@ def parts_tables(width: int, height: int, *, classes: Sequence[str] = ("part",),
             f'\n[line]\nstart = [{x}, 0]\nend = [{x}, {height}]\ndirection = "left_to_right"\n').replace("'", '"')
 
 
-def parts_section(verdicts: Sequence[PartVerdict], frames: Sequence[Any], parts: Sequence[Any], *,
-                  part_class: int, line_x: float) -> list[str]:
-    """The per-part section of ``edgekit demo``'s summary.md: counts and the table against the belt's
-    truth (``frames``: its FrameTruth list; ``parts``: objects with ``part_id`` and ``defects``)."""
-    expected = crossing_truth(frames, part_class=part_class, line_x=line_x,
-                              defects={p.part_id: p.defects for p in parts})
+def belt_crossings(frames: Sequence[Any], parts: Sequence[Any], *, part_class: int, line_x: float) -> list[TruePart]:
+    """The parts of a belt's truth that cross ``x = line_x`` (``frames``: its FrameTruth list; ``parts``:
+    objects with ``part_id`` and ``defects``): the parts a run is expected to judge, and the one count of
+    parts ``edgekit demo`` states."""
+    return crossing_truth(frames, part_class=part_class, line_x=line_x,
+                          defects={p.part_id: p.defects for p in parts})
+
+
+def parts_section(verdicts: Sequence[PartVerdict], expected: Sequence[TruePart], *, line_x: float) -> list[str]:
+    """The per-part section of ``edgekit demo``'s summary.md: counts and the table against the parts
+    expected at the line (:func:`belt_crossings`)."""
     score = score_parts(verdicts, expected)
     passed = sum(v.passed for v in verdicts)
     return ["## Parts: one verdict per part where it crossed the line", "",

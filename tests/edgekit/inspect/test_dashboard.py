@@ -506,31 +506,37 @@ def test_the_page_in_a_browser_shows_what_the_cell_sent_to_its_sinks(tmp_path: P
             browser.save_screenshot(str(shot))
             print(f"dashboard screenshot: {shot}")
 
+            # each figure read in one script: the page re-renders its tables while it runs, and an element
+            # found in one call may be gone by the next (StaleElementReferenceException)
             def read(element_id: str) -> str:
-                return browser.find_element(By.ID, element_id).text
+                return str(browser.execute_script("return document.getElementById(arguments[0]).innerText.trim()",
+                                                  element_id))
 
             assert (read("count-start-pass"), read("count-start-fail")) == (str(passed), str(len(parts) - passed))
             assert (read("count-shift-pass"), read("count-shift-fail")) == (str(passed), str(len(parts) - passed))
             assert read("last-verdict") == parts[-1]["verdict"]
             assert read("last-reasons") == ", ".join(parts[-1]["reasons"])
-            listed = browser.find_elements(By.CSS_SELECTOR, "#parts li")
-            assert [int(li.get_attribute("data-part")) for li in listed] == [p["part"] for p in reversed(parts)]
-            reasons = {tr.get_attribute("data-reason"): tr.find_elements(By.TAG_NAME, "td")[1].text
-                       for tr in browser.find_elements(By.CSS_SELECTOR, "#reasons tr")}
+            listed = browser.execute_script(
+                "return [...document.querySelectorAll('#parts li')].map(li => li.dataset.part)")
+            assert [int(n) for n in listed] == [p["part"] for p in reversed(parts)]
+            reasons = dict(browser.execute_script(
+                "return [...document.querySelectorAll('#reasons tr')]"
+                ".map(tr => [tr.dataset.reason, tr.querySelectorAll('td')[1].innerText.trim()])"))
             expected: dict[str, int] = {}
             for p in parts:
                 if p["verdict"] == "FAIL":
                     key = "+".join(sorted(p["reasons"]))
                     expected[key] = expected.get(key, 0) + 1
             assert reasons == {k: str(v) for k, v in expected.items()}
-            crops = browser.find_elements(By.CSS_SELECTOR, "#parts li img")
-            assert len(crops) == len(parts) - passed
-            wait.until(lambda b: all(b.execute_script("return arguments[0].naturalWidth", img) > 0 for img in crops))
+            crops = "return [...document.querySelectorAll('#parts li img')].map(img => img.naturalWidth)"
+            assert len(browser.execute_script(crops)) == len(parts) - passed
+            wait.until(lambda b: all(w > 0 for w in b.execute_script(crops)))
             assert read("model") == cell.events.model_version
             last_part_event = max(e["seq"] for e in events if e["kind"] == "part")
 
             def event_seqs(b: Any) -> list[int]:
-                return [int(li.get_attribute("data-seq")) for li in b.find_elements(By.CSS_SELECTOR, "#events li")]
+                return [int(s) for s in b.execute_script(
+                    "return [...document.querySelectorAll('#events li')].map(li => li.dataset.seq)")]
 
             wait.until(lambda b: max(event_seqs(b), default=0) >= last_part_event)
             seqs = event_seqs(browser)

@@ -10,7 +10,8 @@ import pytest
 from edgekit.demo.conveyor import make_video
 from edgekit.demo.scene import CLASS_NAMES, PART
 from edgekit.inspect.parts import PartInspector, PartsOptions
-from edgekit.inspect.parts.report import TruePart, crossing_truth, parts_section, parts_tables, score_parts
+from edgekit.inspect.parts.report import (TruePart, belt_crossings, crossing_truth, parts_section, parts_tables,
+                                          score_parts)
 from edgekit.results import Detections
 from edgekit.track import CountingLine
 
@@ -50,8 +51,33 @@ def test_score_and_table_show_misses_and_wrong_verdicts():
     assert (score.counted, score.expected, score.count_error, score.right) == (2, 3, -1, 1)
     assert not score.exact and score.accuracy == pytest.approx(1 / 3)
     table = score.markdown()
-    assert "| 2 | 2 | 0-9 | PASS |  | FAIL dent | **wrong** |" in table and "(not counted)" in table
-    assert "Parts counted: 2 of 3 (count error -1); verdicts right: 1 of 3." in table
+    assert "| 2 | 2 | 0-9 | PASS |  | FAIL dent | **wrong** | **missing dent** |" in table and "(not counted)" in table
+    assert "Parts counted: 2 of 3 (count error -1); verdicts right: 1 of 3 (33 %); reasons right: 1 of 3 (33 %)." \
+        in table
+
+
+def test_table_marks_extra_and_missing_reasons_beside_the_verdict():
+    """A FAIL with a false extra reason is a right verdict with wrong reasons: the table says both, and the
+    closing line gives reason accuracy beside verdict accuracy (the demo's table once marked it "ok")."""
+    from edgekit.inspect.parts import PartVerdict
+    from edgekit.inspect.verdict import Verdict
+
+    def verdict(seq: int, reasons: tuple[str, ...]) -> PartVerdict:
+        return PartVerdict(seq, seq, "part", Verdict.of(not reasons), reasons, (), 0, 9, 10, 0.0, 1.0, 9, 1.0, 0.0,
+                           "line", (0, 0, 1, 1), 3, 0.9)
+
+    truth = [TruePart(0, ("missing_hole",), 5), TruePart(1, ("scratch", "dent"), 20), TruePart(2, ("dent",), 40),
+             TruePart(3, (), 60)]
+    score = score_parts([verdict(1, ("missing_hole", "dent")), verdict(2, ("dent",)), verdict(3, ("dent",)),
+                         verdict(4, ())], truth)
+    assert [(r.extra_reasons, r.missing_reasons, r.right, r.reasons_right) for r in score.rows] == [
+        (("dent",), (), True, False), ((), ("scratch",), True, False), ((), (), True, True), ((), (), True, True)]
+    assert (score.right, score.reasons_right, score.reason_accuracy) == (4, 2, 0.5)
+    table = score.markdown()
+    assert "| FAIL | missing_hole, dent | FAIL missing_hole | ok | **extra dent** |" in table
+    assert "| FAIL | dent | FAIL scratch, dent | ok | **missing scratch** |" in table
+    assert "| PASS |  | PASS | ok | ok |" in table
+    assert "verdicts right: 4 of 4 (100 %); reasons right: 2 of 4 (50 %)." in table
 
 
 def test_parts_tables_is_a_valid_config_section(tmp_path: Path):
@@ -72,11 +98,12 @@ def test_parts_section_for_the_demo_summary(tmp_path: Path):
     for t, f in enumerate(truth.frames):
         dets = Detections(f.boxes, np.full(len(f.boxes), 0.9), f.class_ids, tuple(CLASS_NAMES[c] for c in f.class_ids))
         verdicts += inspector.update(dets, frame=t, timestamp=t / 15, captured_at=t / 15).verdicts
-    lines = parts_section(verdicts, truth.frames, truth.parts, part_class=PART, line_x=80)
+    expected = belt_crossings(truth.frames, truth.parts, part_class=PART, line_x=80)
+    lines = parts_section(verdicts, expected, line_x=80)
     text = "\n".join(lines)
     passed = sum(v.passed for v in verdicts)
     assert lines[0].startswith("## Parts") and f"PASS {passed}, FAIL {len(verdicts) - passed} parts." in text
-    assert f"Parts counted: {len(verdicts)} of {len(verdicts)} (count error +0)" in text and "**wrong**" not in text
+    assert f"Parts counted: {len(verdicts)} of {len(expected)} (count error +0)" in text and "**" not in text
 
 
 def test_score_within_frames_pairs_by_crossing_frame():

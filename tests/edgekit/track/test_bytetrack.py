@@ -45,6 +45,30 @@ def test_same_tracks_as_the_reference(make_belt, seed, min_frames):
     assert compared > 300 and len(ours_to_ref) >= 8
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_confirmed_keeps_the_detections_the_reference_emits(make_belt, seed):
+    """``update(d).confirmed()`` is what ``edgekit detect --track`` writes: as many rows each frame as the
+    reference's ``update_with_detections``, which drops the boxes no confirmed track took instead of
+    emitting them without an id, and the same rows but where two boxes overlap one track (the reference
+    pairs rows with the tracks' filtered boxes afterwards, by IoU, and may name the other box; here a
+    row is the box the track took)."""
+    sv = _reference()
+    frames, _ = make_belt(seed, n_objects=10)
+    ours, ref = ByteTracker(), sv.ByteTrack(frame_rate=30)
+    kept = dropped = other = 0
+    for i, dets in enumerate(frames):
+        mine = ours.update(dets).confirmed()
+        theirs = ref.update_with_detections(sv.Detections(xyxy=dets.xyxy.astype(np.float64),
+                                                          confidence=dets.scores.astype(np.float64),
+                                                          class_id=dets.class_ids.astype(int)))
+        a = {tuple(b.tolist()) for b in mine.detections.xyxy}
+        b = {tuple(b.astype(np.float32).tolist()) for b in theirs.xyxy}
+        assert len(a) == len(b), f"frame {i}: {len(a)} detections kept here, {len(b)} by the reference"
+        kept, dropped, other = kept + len(a), dropped + len(dets) - len(a), other + len(a - b)
+    assert kept > 800 and dropped > 0  # the reference too leaves boxes out
+    assert other <= kept / 500, f"{other} of {kept} rows are another box than the reference's"
+
+
 def _purity(frames, owners, tracker):
     """Each track id follows one object, and each object has few ids."""
     ids_of: dict[int, set[int]] = {}

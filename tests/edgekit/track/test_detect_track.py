@@ -1,5 +1,6 @@
-"""`edgekit detect --track` on the real SSD model: a track_id in every JSON detection, the same id on
-the same object from frame to frame, and "#id" drawn on the saved video."""
+"""`edgekit detect --track` on the real SSD model: a track_id in every JSON detection (boxes no confirmed
+track took are left out, as supervision's ByteTrack leaves them out), the same id on the same object from
+frame to frame, and "#id" drawn on the saved video."""
 
 from __future__ import annotations
 
@@ -39,15 +40,14 @@ def test_detect_track_json_and_save(panning_video: Path, shared_models: Path, tm
     assert out.returncode == 0, out.stderr
     frames = [json.loads(line)["detections"] for line in out.stdout.splitlines()]
     assert len(frames) == FRAMES
-    assert all("track_id" in d for dets in frames for d in dets)
-    assert all(d["track_id"] is not None for d in frames[0])  # the first frame confirms every track
+    assert sum(len(dets) for dets in frames) > 3 * FRAMES
+    assert all(isinstance(d["track_id"], int) for dets in frames for d in dets)  # every detection written has an id
     # the people and kites stand still in the scene, which pans 3 pixels a frame: a steady track keeps
     # one label and its box moves with the pan (SSD keeps its 10 best boxes, so weak ones come and go)
     seen: dict[int, list[tuple[int, str, float]]] = {}
     for i, dets in enumerate(frames):
         for d in dets:
-            if d["track_id"] is not None:
-                seen.setdefault(d["track_id"], []).append((i, d["label"], (d["box"][0] + d["box"][2]) / 2))
+            seen.setdefault(d["track_id"], []).append((i, d["label"], (d["box"][0] + d["box"][2]) / 2))
     assert all(len({label for _, label, _ in rows}) == 1 for rows in seen.values())
     steady = {tid: rows for tid, rows in seen.items() if len(rows) >= 9}
     assert len(steady) >= 3
@@ -70,3 +70,17 @@ def test_draw_shows_track_ids() -> None:
     assert tracked.to_list()[0]["track_id"] == 7
     assert TrackedDetections(plain.xyxy, plain.scores, plain.class_ids, plain.labels, [-1]).to_list()[0][
         "track_id"] is None
+
+
+@pytest.mark.parametrize("score", [0.5, 0.5 + 1 / 256, 0.9])
+def test_detect_tracker_takes_a_box_at_exactly_the_threshold(score: float) -> None:
+    """detect keeps boxes scoring >= -t; ByteTrack's high boxes score > its threshold: one at exactly 0.5
+    (a uint8 score step) must still start and keep a track, so it is written with its id."""
+    from edgekit.commands.detect import _tracker
+
+    tracker = _tracker(0.5)
+    ids = []
+    for x in range(0, 40, 8):
+        d = Detections(np.array([[x, 10, x + 60, 70]], np.float32), np.array([score], np.float32), [0])
+        ids.append(int(tracker.update(d).confirmed().as_detections().track_ids[0]))
+    assert len(set(ids)) == 1 and ids[0] >= 1
