@@ -269,21 +269,32 @@ class _Task:
         """The score threshold in effect: the options', else the model's metadata's, else the default."""
         return getattr(self._engine, "threshold", None)
 
+    def _tracking(self) -> Callable[[Result], Result]:
+        """The step ``stream(track=True)`` runs on each result, in frame order."""
+        if not isinstance(self, Detector):
+            raise InputError(f"track=True follows boxes from frame to frame; a {type(self).__name__} gives none "
+                             "(track with a Detector)")
+        from edgekit.track import ByteTracker
+
+        tracker = ByteTracker.at_threshold(self.threshold or 0.5)
+        return lambda r: tracker.follow(r) if isinstance(r, Detections) else r
+
     @overload
     def stream(self, source: SourceLike, *, callback: None = None, realtime: bool = False,
                max_frames: int | None = None, duration: float | None = None,
-               reconnect: Reconnect | None = None, performance: Performance | str = "auto") -> Stream: ...
+               reconnect: Reconnect | None = None, performance: Performance | str = "auto",
+               track: bool = False) -> Stream: ...
 
     @overload
     def stream(self, source: SourceLike, *, callback: Callable[[FrameResult], Any], realtime: bool = False,
                max_frames: int | None = None, duration: float | None = None,
-               reconnect: Reconnect | None = None, performance: Performance | str = "auto"
-               ) -> LoopSummary: ...
+               reconnect: Reconnect | None = None, performance: Performance | str = "auto",
+               track: bool = False) -> LoopSummary: ...
 
     def stream(self, source: SourceLike, *, callback: Callable[[FrameResult], Any] | None = None,
                realtime: bool = False, max_frames: int | None = None, duration: float | None = None,
-               reconnect: Reconnect | None = None, performance: Performance | str = "auto"
-               ) -> Stream | LoopSummary:
+               reconnect: Reconnect | None = None, performance: Performance | str = "auto",
+               track: bool = False) -> Stream | LoopSummary:
         """Run the pipelined loop on ``source`` (see :mod:`edgekit.loop`).
 
         Without ``callback``: returns a :class:`~edgekit.loop.Stream` to iterate for one
@@ -291,22 +302,26 @@ class _Task:
         ``callback(result)`` for each frame until the source ends and returns the
         :class:`~edgekit.loop.LoopSummary`. ``performance`` (see
         :class:`~edgekit.loop.Performance`): AUTO runs a file or folder on two single-threaded
-        interpreters for throughput, and everything live on one for latency.
+        interpreters for throughput, and everything live on one for latency. ``track`` (detectors):
+        ByteTrack in frame order (:meth:`edgekit.track.ByteTracker.follow`): each result is the
+        :class:`~edgekit.track.TrackedDetections` on a confirmed track, each with its track id.
 
         Raises:
             SourceError: the source cannot be opened (now) or fails for good (while iterating).
-            InputError: ``performance`` is not one of auto, latency, throughput.
+            InputError: ``performance`` is not one of auto, latency, throughput; ``track`` on a task
+                that gives no boxes.
         """
         from edgekit.loop import LoopOptions, Stream
         from edgekit.sources import Reconnect, SourceSpec, VideoSource, parse_source
 
         perf = _performance(performance)
+        then = self._tracking() if track else None
         src = source if isinstance(source, VideoSource) else VideoSource(
             source if isinstance(source, SourceSpec) else parse_source(source, realtime=realtime),
             reconnect=reconnect if reconnect is not None else Reconnect())
         workers = self._throughput_workers(src.spec, perf)
         s = Stream(self._engine, src, LoopOptions(max_frames=max_frames, duration=duration, performance=perf),
-                   workers=workers)
+                   workers=workers, then=then)
         self._streams = [t for t in self._streams if not t.closed] + [s]
         if callback is None:
             return s

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from edgekit.commands._common import (
     LineSink,
@@ -40,16 +39,13 @@ from edgekit.errors import InputError, ModelError
 from edgekit.labels import NO_LABELS_NOTE
 from edgekit.loop import Performance, Stream
 from edgekit.outputs import output_file_arg
-from edgekit.results import Detections, FrameResult
+from edgekit.results import FrameResult
 from edgekit.runtimes.loader import load_model
 from edgekit.sinks import Sink
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
 from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
 from edgekit.sources import VideoSource
-
-if TYPE_CHECKING:
-    from edgekit.track import ByteTracker
 
 __all__ = ["register", "run"]
 
@@ -105,18 +101,6 @@ def _serve(text: str) -> tuple[str, int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected PORT or HOST:PORT (e.g. 8080 or 0.0.0.0:8080), got {text!r}") \
             from None
-
-
-def _tracker(threshold: float) -> ByteTracker:
-    """ByteTrack on the boxes detect keeps (all at least --threshold): each can start or feed a track.
-    ByteTrack's high boxes score above its threshold, so it sits one float32 step below ours: a box
-    scoring exactly --threshold (0.5 is a step of a uint8 score) is a high box too."""
-    import numpy as np
-
-    from edgekit.track import ByteTracker, TrackerOptions
-
-    below = float(np.nextafter(np.float32(threshold), np.float32(0)))
-    return ByteTracker(TrackerOptions(high_threshold=below, low_threshold=below, new_track_threshold=below))
 
 
 def _make_task(args: argparse.Namespace) -> Detector | Classifier:
@@ -190,17 +174,11 @@ def run(args: argparse.Namespace) -> int:
             elif not args.quiet and all(s is served for s in sinks):
                 sinks.append(LineSink(_line))
             stream: Stream = task.stream(source, max_frames=args.max_frames, duration=args.duration,
-                                         performance=args.performance)
+                                         performance=args.performance, track=args.track)
             bar = progress(source.frames or 0, "frames", args.quiet or not source.frames or spec.live
                            or any(isinstance(s, LineSink) for s in sinks))
-            tracker = _tracker(task.threshold or 0.5) if args.track else None
             with stream, stop_on_signals(stream, received):
                 for result in stream:
-                    if tracker is not None and isinstance(result.result, Detections):
-                        # as supervision's ByteTrack: a box no confirmed track took (a new object's first
-                        # frame) is left out rather than written without an id
-                        tracked = tracker.update(result.result).confirmed()
-                        result = dataclasses.replace(result, result=tracked.as_detections())
                     for sink in sinks:
                         sink.write(result)
                     bar.update()

@@ -127,8 +127,10 @@ class Stream:
     """
 
     def __init__(self, engine: Engine, source: VideoSource, options: LoopOptions = LoopOptions(), *,
-                 workers: Sequence[Engine] = (), on_close: Callable[[], None] | None = None) -> None:
+                 workers: Sequence[Engine] = (), on_close: Callable[[], None] | None = None,
+                 then: Callable[[Result], Result] | None = None) -> None:
         self._engine = engine
+        self._then = then  # a step on each decoded result, in frame order (tracking), timed with the decode
         self._source = source
         self._options = options
         self._live = source.spec.live
@@ -368,6 +370,8 @@ class Stream:
     def _result(self, item: _Inferred) -> FrameResult:
         t0 = time.perf_counter()
         result = item.engine.decode(item.outputs, item.transform)
+        if self._then is not None:
+            result = self._then(result)
         t1 = time.perf_counter()
         f = item.frame
         stages = StageTimes(f.capture_ms, item.preprocess_ms, item.inference_ms, (t1 - t0) * 1e3)

@@ -186,6 +186,20 @@ class ByteTracker:
         self.options = options or TrackerOptions()
         self.reset()
 
+    @classmethod
+    def at_threshold(cls, threshold: float) -> ByteTracker:
+        """ByteTrack on the boxes a detector kept at ``threshold`` (all at least that): each can start or
+        feed a track. ByteTrack's high boxes score above its threshold, so it sits one float32 step
+        below: a box scoring exactly ``threshold`` (0.5 is a step of a uint8 score) is a high box too."""
+        below = float(np.nextafter(np.float32(threshold), np.float32(0)))
+        return cls(TrackerOptions(high_threshold=below, low_threshold=below, new_track_threshold=below))
+
+    def follow(self, detections: Detections) -> TrackedDetections:
+        """One frame's :meth:`update`, as supervision's ByteTrack gives it: the detections on a confirmed
+        track, each with its id. A box no confirmed track took (a new object's first frame) is left out
+        rather than given no id."""
+        return self.update(detections).confirmed().as_detections()
+
     def reset(self) -> None:
         """Forget every track (a new video); ids start at 1 again."""
         self._frame = 0

@@ -76,11 +76,35 @@ def test_draw_shows_track_ids() -> None:
 def test_detect_tracker_takes_a_box_at_exactly_the_threshold(score: float) -> None:
     """detect keeps boxes scoring >= -t; ByteTrack's high boxes score > its threshold: one at exactly 0.5
     (a uint8 score step) must still start and keep a track, so it is written with its id."""
-    from edgekit.commands.detect import _tracker
+    from edgekit.track import ByteTracker
 
-    tracker = _tracker(0.5)
+    tracker = ByteTracker.at_threshold(0.5)
     ids = []
     for x in range(0, 40, 8):
         d = Detections(np.array([[x, 10, x + 60, 70]], np.float32), np.array([score], np.float32), [0])
-        ids.append(int(tracker.update(d).confirmed().as_detections().track_ids[0]))
+        ids.append(int(tracker.follow(d).track_ids[0]))
     assert len(set(ids)) == 1 and ids[0] >= 1
+
+
+def test_a_library_user_tracks_through_the_stream(panning_video: Path, shared_models: Path) -> None:
+    """Detector.stream(track=True) is what `detect --track` runs: the same ids on the same boxes, and a
+    classifier refuses it in one sentence."""
+    from edgekit import Classifier, ClassifierOptions, Detector, DetectorOptions
+    from edgekit.errors import InputError
+    from edgekit.track import ByteTracker
+
+    ssd = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    with Detector(DetectorOptions(model=str(ssd), threshold=0.4)) as det:
+        tracked = [r.result for r in det.stream(str(panning_video), track=True, performance="latency")]
+        plain = [r.result for r in det.stream(str(panning_video), performance="latency")]
+    assert len(tracked) == len(plain) == FRAMES
+    assert all(isinstance(t, TrackedDetections) and (t.track_ids >= 0).all() for t in tracked)
+    by_hand = ByteTracker.at_threshold(0.4)
+    for t, p in zip(tracked, plain):
+        assert isinstance(p, Detections)
+        expected = by_hand.follow(p)
+        np.testing.assert_array_equal(t.track_ids, expected.track_ids)
+        np.testing.assert_allclose(t.xyxy, expected.xyxy)
+    with Classifier(ClassifierOptions(model=str(shared_model(shared_models, "mobilenet_v1_0.25_128_quant.tflite")))) as cls:
+        with pytest.raises(InputError, match="track=True follows boxes"):
+            cls.stream(str(panning_video), track=True)
