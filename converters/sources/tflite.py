@@ -17,14 +17,14 @@ import hashlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from edgekit.contract.enums import Layout
 from edgekit.contract.metadata import ModelMetadata
 from edgekit.converters.data import DataSplit, Samples
-from edgekit.converters.sources.base import PreprocessingHint, SourceModel
+from edgekit.converters.sources.base import PreprocessingHint, SourceModel, _Split
 from edgekit.converters.tflite_head import TFLiteReference, split_tflite_head
 from edgekit.runtimes.support_metadata import read_support_metadata
 from edgekit.errors import ConversionError, InputError, ModelError
@@ -52,18 +52,19 @@ class FloatTFLiteSource(SourceModel):
     def float_tflite(self) -> bytes | None:
         return self.float_model
 
-    def to_model_layout(self, data: DataSplit) -> DataSplit:
+    def to_model_layout(self, data: _Split) -> _Split:
         """An NCHW model gets its (N, H, W, C) images transposed."""
         if self.layout is not Layout.NCHW:
             return data
-        shape = self.model_shape
+        split, shape = cast(DataSplit, data), self.model_shape
 
         def nchw(samples: Samples | None) -> Samples | None:
             if samples is None or samples.x.ndim != 4 or tuple(samples.x.shape[1:]) == tuple(shape[1:]):
                 return samples
             return dataclasses.replace(samples, x=np.ascontiguousarray(samples.x.transpose(0, 3, 1, 2)))
 
-        return dataclasses.replace(data, calibration=nchw(data.calibration), validation=nchw(data.validation))
+        return cast(_Split, dataclasses.replace(split, calibration=nchw(split.calibration),
+                                                validation=nchw(split.validation)))
 
     def close(self) -> None:
         """Release the reference interpreter and remove the temporary folder. Safe to call twice."""

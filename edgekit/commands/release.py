@@ -60,9 +60,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.mqtt:
             raise InputError("without MODEL, give --rollout to widen, --halt to withdraw the version, or --mqtt "
                              "to notify the devices of the channel DIR holds (once it is uploaded)")
-        channel = read_channel_file(Path(args.to))
-        if channel is None or channel.version != args.version:
+        held = read_channel_file(Path(args.to))
+        if held is None or held.version != args.version:
             raise InputError(f"{args.to} holds no channel rolling out version {args.version}; release it first")
+        channel = held
     else:
         channel = set_rollout(args.to, args.version, key, rollout=rollout, halted=True if args.halt else None)
     state = "halted" if channel.halted else f"rolled out to {channel.rollout:.0%}"

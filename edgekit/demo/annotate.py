@@ -3,8 +3,9 @@
 A stage of the cell (:class:`edgekit.inspect.stage.Stage`): each judged frame is drawn with the counting
 line, the tracked parts with their track ids ("#3 part 0.91"), the defects the detector found and, from
 the frame a part crosses the line, its verdict ("#3 FAIL missing_hole", green or red) on the part for
-``hold`` frames. Everything comes from what the cell publishes (its parts stage's newest frame and the
-verdicts of the judged frame), so the video shows the verdicts of the table in summary.md.
+``hold`` frames. Everything comes from what the cell hands its stages (the tracked parts and the
+verdicts of the judged frame, :class:`~edgekit.inspect.stage.JudgedFrame`), so the video shows
+the verdicts of the table in summary.md.
 Drawing is :mod:`edgekit.drawing`'s.
 """
 
@@ -23,7 +24,7 @@ from edgekit.track import CountingLine
 
 if TYPE_CHECKING:
     from edgekit.inspect.parts import PartsFrame, PartVerdict
-    from edgekit.inspect.stage import CellView, JudgedFrame
+    from edgekit.inspect.stage import JudgedFrame, StageContext
     from edgekit.results import FrameResult
 
 __all__ = ["VerdictVideo", "verdict_text"]
@@ -38,33 +39,38 @@ def verdict_text(verdict: PartVerdict) -> str:
 
 
 class VerdictVideo:
-    """Writes the cell's judged frames, annotated, to ``path`` (MJPG .avi); a stage of the cell.
+    """Writes the cell's judged frames, annotated, to ``path`` (MJPG .avi); a stage of the cell
+    (``Cell(config, stages=[VerdictVideo(path, fps)])``). The file is made when the cell opens it.
 
     Args:
-        cell: the open cell it watches (its ``parts`` stage gives the tracked parts of each frame).
         path: the video file.
         fps: the source's frame rate (frames the loop dropped are filled with the last one).
 
     Raises:
-        InputError: the path cannot take a video (see :class:`~edgekit.sinks.VideoWriterSink`).
+        InputError: (on open) the path cannot take a video (see :class:`~edgekit.sinks.VideoWriterSink`).
     """
 
-    def __init__(self, cell: CellView, path: str | Path, fps: float) -> None:
-        self.cell = cell
-        parts = cell.config.parts
-        self.line = parts.line if parts is not None and isinstance(parts.line, CountingLine) else None  # not a zone
+    def __init__(self, path: str | Path, fps: float) -> None:
+        self.path, self.fps = Path(path), fps
+        self.line: CountingLine | None = None
         self.hold = max(1, round(HOLD_SECONDS * fps))
         self.shown: dict[int, tuple[PartVerdict, int]] = {}  # track id -> verdict, last frame to show it
         self.judged = 0  # verdicts drawn
         self._parts: PartsFrame | None = None
         self._verdicts: tuple[PartVerdict, ...] = ()
-        self.writer = VideoWriterSink(path, fps, annotate=self._draw)
+        self.writer: VideoWriterSink | None = None
 
-    def on_frame(self, frame: JudgedFrame) -> None:
-        parts = self.cell.parts
-        self._parts = parts.last if parts is not None else None
+    def open(self, context: StageContext) -> None:
+        parts = context.config.parts
+        self.line = parts.line if parts is not None and isinstance(parts.line, CountingLine) else None  # not a zone
+        if not context.checking:
+            self.writer = VideoWriterSink(self.path, self.fps, annotate=self._draw)
+
+    def process(self, frame: JudgedFrame) -> None:
+        self._parts = frame.tracked  # the parts stage's tracked parts of this frame (per-part mode)
         self._verdicts = tuple(frame.parts)
-        self.writer.write(frame.result)
+        if self.writer is not None:
+            self.writer.write(frame.result)
 
     def _draw(self, result: FrameResult) -> np.ndarray:
         image = result.frame_bgr
@@ -98,4 +104,5 @@ class VerdictVideo:
 
     def close(self) -> None:
         """Finish the file. Safe twice."""
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()

@@ -4,7 +4,6 @@ inspection :class:`edgekit.inspect.Cell`. Files are written from those results, 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -187,12 +186,9 @@ def inspect_video(config_path: Path, out: Path, fps: float = 15.0) -> InspectRun
 
     counts = {True: 0, False: 0}
     parts: list[PartVerdict] = []  # also `part` events in events/
-    with open(out / "verdicts.jsonl", "w", encoding="utf-8") as f, \
-            Cell.from_config(load_config(config_path)) as cell, contextlib.ExitStack() as stack:
-        if cell.parts is not None:
-            video = VerdictVideo(cell, out / "annotated.avi", fps)
-            stack.callback(video.close)
-            cell.stages.append(video)
+    config = load_config(config_path)
+    video = [VerdictVideo(out / "annotated.avi", fps)] if config.parts is not None else []
+    with open(out / "verdicts.jsonl", "w", encoding="utf-8") as f, Cell(config, stages=video) as cell:
         for decision in cell.run():
             if isinstance(decision, PartVerdict):
                 parts.append(decision)

@@ -183,7 +183,7 @@ def _detections_difference(model: Model, reading: ModelReading, outs: list[np.nd
             return (f"detection of class {cls} at {np.round(box, 1).tolist()} (score {score:.3f}) has no match "
                     f"here (same class, IoU >= {MATCH_IOU} or edges within {MATCH_PX:g} px, score within "
                     f"{margin:.3g}); here: {_listed(got)}")
-    for k in np.flatnonzero(~used):
+    for k in np.flatnonzero(~used).tolist():
         if float(got.scores[k]) - threshold > margin:
             return (f"detection of class {int(got.class_ids[k])} at {np.round(got.xyxy[k], 1).tolist()} (score "
                     f"{float(got.scores[k]):.3f}) is new here; expected: {_listed(want)}")

@@ -254,7 +254,7 @@ class PiCameraReader:
 
     def __init__(self, spec: SourceSpec) -> None:
         try:
-            from picamera2 import Picamera2  # type: ignore[import-not-found]
+            from picamera2 import Picamera2
         except ImportError:
             raise SourceError("--picamera needs picamera2, which is not installed here. On Raspberry Pi OS: "
                               "`sudo apt install -y python3-picamera2` and create the virtualenv with "

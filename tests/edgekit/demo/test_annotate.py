@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from edgekit.demo.annotate import VerdictVideo, verdict_text
+from edgekit.inspect.stage import JudgedFrame
 from edgekit.demo.conveyor import make_video
 from edgekit.demo.scene import CLASS_NAMES
 from edgekit.drawing import FAIL_COLOR, LINE_COLOR, PASS_COLOR, draw
@@ -44,8 +45,9 @@ def written(tmp_path_factory: pytest.TempPathFactory):
     truth = make_video(folder / "belt.avi", n_frames=120, fps=FPS, seed=0, size=SIZE)
     line = CountingLine((SIZE // 2, 0), (SIZE // 2, SIZE), direction="left_to_right")
     inspector = PartInspector(PartsOptions(parts=("part",), defects=CLASS_NAMES[1:]), line)
-    cell = SimpleNamespace(config=SimpleNamespace(parts=SimpleNamespace(line=line)), parts=SimpleNamespace(last=None))
-    video = VerdictVideo(cell, folder / "annotated.avi", FPS)  # type: ignore[arg-type]
+    video = VerdictVideo(folder / "annotated.avi", FPS)
+    video.open(SimpleNamespace(config=SimpleNamespace(parts=SimpleNamespace(line=line)),  # type: ignore[arg-type]
+                               checking=False))
     cap = cv2.VideoCapture(str(folder / "belt.avi"))
     verdicts, tracked = [], []
     for t, f in enumerate(truth.frames):
@@ -54,9 +56,8 @@ def written(tmp_path_factory: pytest.TempPathFactory):
         dets = Detections(f.boxes, np.full(len(f.boxes), 0.9, np.float32), f.class_ids,
                           tuple(CLASS_NAMES[c] for c in f.class_ids))
         frame = inspector.update(dets, frame=t, timestamp=t / FPS, captured_at=t / FPS)
-        cell.parts.last = frame
         result = FrameResult(t, t / FPS, t / FPS, 0.0, dets, captured=Frame(t, image, t / FPS, t / FPS, 0.0, bgr=True))
-        video.on_frame(SimpleNamespace(result=result, decisions=(), parts=frame.verdicts))  # type: ignore[arg-type]
+        video.process(JudgedFrame(result, [], list(frame.verdicts), frame))
         verdicts += frame.verdicts
         tracked.append(frame.parts.confirmed())
     video.close()
