@@ -143,7 +143,7 @@ def test_the_floors_are_read_from_the_installed_metadata_and_match_pyproject() -
     import tomllib
     from importlib.metadata import requires
 
-    declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())["project"]["dependencies"]
     floors = parse_floors(requires("edgekit-tflite") or [])
     assert floors == parse_floors([d.replace("'", '"') for d in declared])
     assert {"numpy", "pillow", "opencv-python-headless"} <= set(floors)

@@ -176,7 +176,7 @@ def test_config_errors_name_line_and_key(tmp_path: Path, table: str, env: dict[s
 
 
 def test_the_pi_examples_dashboard_block_works_once_uncommented() -> None:
-    example = Path(__file__).resolve().parents[3] / "examples" / "raspberrypi" / "inspection.toml"
+    example = Path(__file__).resolve().parents[4] / "examples" / "raspberrypi" / "inspection.toml"
     text = example.read_text()
     block = text[text.index("# [dashboard]"):].split("\n\n")[0]
     enabled = text.replace(block, "\n".join(line[2:] for line in block.splitlines()))

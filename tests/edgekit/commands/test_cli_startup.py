@@ -15,7 +15,7 @@ import pytest
 
 from edgekit import cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data"
 SMALL = DATA / "mobilenet_v1_0.25_128_quant.tflite"
 

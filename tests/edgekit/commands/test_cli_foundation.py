@@ -15,7 +15,7 @@ from edgekit.cli import main
 from edgekit.labels import NO_LABELS_NOTE
 from tests.conftest import shared_model
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 V2 = "mobilenet_v2_1.0_224_quant.tflite"
 SMALL = "mobilenet_v1_0.25_128_quant.tflite"
 SSD = "ssd_mobilenet_v1_coco_quant.tflite"
