@@ -29,7 +29,7 @@ from edgekit.sinks.mqtt import check_topic_part
 
 if TYPE_CHECKING:
     from edgekit.inspect.dashboard.config import DashboardConfig
-    from edgekit.inspect.partsconfig import PartsConfig
+    from edgekit.inspect.parts.config import PartsConfig
 
 # Keys of [model] that the release-channel wing reads (edgekit.fleet.settings, an edgekit.cell_sections entry point).
 FLEET_MODEL_KEYS = ("channel", "public_key", "trust")
@@ -239,7 +239,7 @@ def _build(top: Table) -> InspectionConfig:
 def _parts(top: Table, zones: tuple[Zone, ...], source: SourceConfig) -> PartsConfig | None:
     if not any(top.has(key) for key in ("parts", "line", "plc")):
         return None
-    from edgekit.inspect.partsconfig import parse_parts  # tracking loads only for per-part mode
+    from edgekit.inspect.parts.config import parse_parts  # tracking loads only for per-part mode
 
     frame = (source.width, source.height) if source.width is not None and source.height is not None else None
     return parse_parts(top, zones, frame)

@@ -5,7 +5,7 @@ part at a counting line, and what a cell does with each verdict.
 ``inspector`` (:class:`PartInspector`: tracking, defects, the verdict at the line), ``stage``
 (:class:`~edgekit.inspect.parts.stage.PartsStage`: the cell's per-part stage, with events,
 metrics, crops and PLC rejects) and ``report`` (verdicts against a belt's ground truth). The
-``[parts]``, ``[line]`` and ``[plc]`` tables are read by :mod:`edgekit.inspect.partsconfig`, with
+``[parts]``, ``[line]`` and ``[plc]`` tables are read by :mod:`edgekit.inspect.parts.config`, with
 the rest of the inspection file.
 
 What a library user needs is here::

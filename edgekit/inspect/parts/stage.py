@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from edgekit.inspect.encoder import GpioEncoder
 from edgekit.inspect.events import EventKind, SequenceCounter
 from edgekit.inspect.parts.inspector import PartInspector, PartsFrame, PartVerdict
-from edgekit.inspect.partsconfig import PartsConfig
+from edgekit.inspect.parts.config import PartsConfig
 from edgekit.inspect.plc import GpioOutput, ModbusOutput, RejectOutput, Rejector, RejectReport, ReportKind
 from edgekit.inspect.verdict import Verdict
 

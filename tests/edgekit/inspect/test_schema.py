@@ -20,7 +20,7 @@ from edgekit.sinks.rotating import RotatingConfig
 from edgekit.sinks.webhook import WebhookConfig
 
 ROOT = Path(__file__).resolve().parents[3]
-PARSERS = ["edgekit/inspect/config.py", "edgekit/inspect/sinkconfig.py", "edgekit/inspect/partsconfig.py",
+PARSERS = ["edgekit/inspect/config.py", "edgekit/inspect/sinkconfig.py", "edgekit/inspect/parts/config.py",
            "edgekit/inspect/dashboard/config.py", "edgekit/fleet/settings.py"]
 
 BASE = """\
