@@ -234,7 +234,7 @@ class Session:
             raise ConversionError(f"the {mode.value} model was converted but the interpreter cannot run it "
                                   f"({str(exc).split(': ', 1)[-1]}); try another mode") from None
         metrics = metrics.with_latency(float_ms, latency)
-        gate = check_gate(metrics if p.reference is not None else None, self.opts.max_drop)
+        gate = check_gate(metrics if p.reference is not None else None, self.opts.gate_targets)
         return Trial(gate.passed, gate.drop, latency, Measured(metrics, gate))
 
     def diagnose(self, p: Prepared, mode: Mode) -> LayerDiagnosis | None:

@@ -40,6 +40,11 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
         if m.get("float_objects") is not None:
             parts.append(f"{m['float_objects']} objects found by the float model")
         lines.append(", ".join(parts))
+    if (f := m.get("detection")) and f["float_objects"]:
+        lines.append(f"against the float model at score {f['threshold']:g}: {f['found']}/{f['float_objects']} found, "
+                     f"{f['missing']} missing, {f['extra']} extra; box IoU mean {_num(f['box_iou_mean'], '.3f')} "
+                     f"(5th pct {_num(f['box_iou_p5'], '.3f')}); score error mean "
+                     f"{_num(f['score_error_mean'], '.3f')} (max {_num(f['score_error_max'], '.3f')})")
     if m.get("latency_ms") is not None:
         lines.append(f"latency here: {m['latency_ms']:.3f} ms (float32 {_num(m.get('float_latency_ms'), '.3f')} ms)")
     lines.append(f"gate: {g['status']} ({g['reason']})")
@@ -51,7 +56,8 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
 def render_markdown(d: dict[str, Any]) -> str:
     """report.md from the report document."""
     m, g = d["metrics"], d["gate"]
-    out = [f"# Conversion report: {d['mode']}", "", f"**Gate: {g['status']}** ({g['reason']})", "",
+    gated = f" gated on {', '.join(g['gated_on'])}" if g.get("gated_on") else ""
+    out = [f"# Conversion report: {d['mode']}", "", f"**Gate: {g['status']}**{gated} ({g['reason']})", "",
            "| | float32 | " + d["mode"] + " |", "|---|---|---|",
            f"| size | {d['float_size_bytes']:,} B | {d['size_bytes']:,} B ({_num(d['size_ratio'], '.2f')}x) |",
            f"| latency (this machine) | {_num(m.get('float_latency_ms'), '.3f')} ms "
@@ -66,6 +72,7 @@ def render_markdown(d: dict[str, Any]) -> str:
             out.append(f"| {label} | | {_pct(m[key])} |")
     if m.get("float_objects") is not None:
         out.append(f"| objects the float model found ({m['samples']} images) | {m['float_objects']} | |")
+    out += _fidelity_section(m)
     if m["outputs"]:
         out += ["", "## Outputs against the float model", "",
                 "| output | mean abs err | max abs err | cosine (mean / min) | SNR dB |", "|---|---|---|---|---|"]
@@ -80,6 +87,22 @@ def render_markdown(d: dict[str, Any]) -> str:
         out += ["", "## Preprocessing", "", f"`{json.dumps({k: v for k, v in pre.items() if k != 'decided_by'})}` "
                 f"decided by: {pre['decided_by']}"]
     return "\n".join(out) + "\n"
+
+
+def _fidelity_section(m: dict[str, Any]) -> list[str]:
+    f = m.get("detection")
+    if not f:
+        return []
+    share = "-" if f["found_share"] is None else f"{100 * f['found_share']:.1f}%"
+    return ["", f"## Detections against the float model (score >= {f['threshold']:g}, same class, IoU >= 0.5)", "",
+            "| measure | value |", "|---|---|",
+            f"| float detections it rests on ({m['samples']} images) | {f['float_objects']} |",
+            f"| found (share) | {f['found']} ({share}) |",
+            f"| missing / extra boxes | {f['missing']} / {f['extra']} |",
+            f"| matched-box IoU, mean / 5th percentile / min ({f['matched']} boxes) | "
+            f"{_num(f['box_iou_mean'], '.3f')} / {_num(f['box_iou_p5'], '.3f')} / {_num(f['box_iou_min'], '.3f')} |",
+            f"| score error, mean / max | {_num(f['score_error_mean'], '.3f')} / "
+            f"{_num(f['score_error_max'], '.3f')} |"]
 
 
 def _layer_section(d: dict[str, Any]) -> list[str]:
