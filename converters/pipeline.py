@@ -21,6 +21,7 @@ from edgekit.converters.aiq_engine import default_engine
 from edgekit.converters.quantizer import LayerDiagnosis, QuantizerEngine
 from edgekit.converters.data import DataSplit, load_data
 from edgekit.converters.debug import FallbackOutcome, Trial, auto_fallback
+from edgekit.converters.decode_tail import tail_groups
 from edgekit.converters.edgetpu import compile_for_edgetpu
 from edgekit.converters.evaluate import (
     Metrics,
@@ -253,8 +254,10 @@ class Session:
         diagnosis = self.diagnose(p, mode)
         fallback = None
         if not trial.passed and self.opts.auto_fallback and diagnosis is not None:
+            groups = tail_groups(p.float_bytes, p.roles) if p.output_format is OutputFormat.YOLO else []
             fallback = auto_fallback(diagnosis, lambda m: self.measure(p, m, mode),
-                                     max_layers=self.opts.max_fallback_layers, io_dtype=mode.io_dtype)
+                                     max_layers=self.opts.max_fallback_layers, io_dtype=mode.io_dtype,
+                                     groups=groups, baseline=(model, trial))
             if fallback.chosen is not None and fallback.model is not None:
                 model, trial = fallback.model, fallback.chosen.trial
         res = self._write_model(output, p, model, trial.detail, diagnosis, fallback)

@@ -50,6 +50,8 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
     lines.append(f"gate: {g['status']} ({g['reason']})")
     if d["layers_kept_in_float"]:
         lines.append(f"layers kept in float: {', '.join(d['layers_kept_in_float'])}")
+    if d.get("fallback"):
+        lines += _fallback_section(d)[1:2 + 2 + len(d["fallback"]["attempts"])]
     return lines
 
 
@@ -121,11 +123,21 @@ def _fallback_section(d: dict[str, Any]) -> list[str]:
     fb = d.get("fallback")
     if not fb:
         return []
-    out = ["", "## Auto-fallback (layers kept in float)", "",
-           "| layers in float | size | latency | drop | gate |", "|---|---|---|---|---|"]
-    out += [f"| {', '.join(a['layers_in_float'])} | {a['size_bytes']:,} B | {_num(a['latency_ms'], '.3f')} ms | "
-            f"{_num(a['drop'], '.2f')} | {'PASS' if a['passed'] else 'FAIL'} |" for a in fb["attempts"]]
-    return out + [f"- {n}" for n in fb["notes"]] + ["", "![fallback](fallback.png)"]
+    base = fb["attempts"][0] if fb["attempts"] and not fb["attempts"][0]["layers_in_float"] else None
+    out = ["", "## Auto-fallback (layers kept in float; costs against the all-int8 model)", "",
+           "| candidate | layers in float | size | latency | drop | box IoU mean | score error mean | extra | gate |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for a in fb["attempts"]:
+        f = a.get("fidelity") or {}
+        size_x = f" ({a['size_bytes'] / base['size_bytes']:.2f}x)" if base else ""
+        lat_x = f" ({a['latency_ms'] / base['latency_ms']:.2f}x)" if base and base["latency_ms"] and a["latency_ms"] \
+            else ""
+        out.append(f"| {a.get('label') or '-'} | {len(a['layers_in_float'])} | {a['size_bytes']:,} B{size_x} | "
+                   f"{_num(a['latency_ms'], '.3f')} ms{lat_x} | {_num(a['drop'], '.2f')} | "
+                   f"{_num(f.get('box_iou_mean'), '.3f')} | {_num(f.get('score_error_mean'), '.3f')} | "
+                   f"{_num(f.get('extra'), 'd')} | {'PASS' if a['passed'] else 'FAIL'} |")
+    return out + [f"- {n}" for n in fb["notes"]] + (["", "![fallback](fallback.png)"]
+                                                    if d["gate"].get("max_drop") is not None else [])
 
 
 def _edgetpu_section(d: dict[str, Any]) -> list[str]:
