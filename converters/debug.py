@@ -134,7 +134,8 @@ class FallbackAttempt:
         fidelity = getattr(metrics, "detection", None)
         return {"label": self.label, "layers_in_float": [layer.name for layer in self.kept_in_float],
                 "size_bytes": self.size_bytes, "drop": self.trial.drop, "passed": self.trial.passed,
-                "latency_ms": self.trial.latency_ms, "fidelity": fidelity.to_dict() if fidelity is not None else None}
+                "latency_ms": self.trial.latency_ms, "int8_latency_ms": getattr(self.trial.detail, "int8_latency_ms", None),
+                "fidelity": fidelity.to_dict() if fidelity is not None else None}
 
 
 @dataclass(frozen=True)

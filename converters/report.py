@@ -130,8 +130,8 @@ def _fallback_section(d: dict[str, Any]) -> list[str]:
     for a in fb["attempts"]:
         f = a.get("fidelity") or {}
         size_x = f" ({a['size_bytes'] / base['size_bytes']:.2f}x)" if base else ""
-        lat_x = f" ({a['latency_ms'] / base['latency_ms']:.2f}x)" if base and base["latency_ms"] and a["latency_ms"] \
-            else ""
+        ref = a.get("int8_latency_ms") or (base or {}).get("latency_ms")  # timed beside it, else the first row
+        lat_x = f" ({a['latency_ms'] / ref:.2f}x)" if ref and a["latency_ms"] else ""
         out.append(f"| {a.get('label') or '-'} | {len(a['layers_in_float'])} | {a['size_bytes']:,} B{size_x} | "
                    f"{_num(a['latency_ms'], '.3f')} ms{lat_x} | {_num(a['drop'], '.2f')} | "
                    f"{_num(f.get('box_iou_mean'), '.3f')} | {_num(f.get('score_error_mean'), '.3f')} | "
