@@ -84,10 +84,11 @@ def check_gate(metrics: Metrics | None, targets: GateTargets | float | None) -> 
     if t.max_drop is not None:
         checks.append(_drop_check(metrics, t.max_drop, drop, basis))
     fid = metrics.detection if metrics is not None else None
-    for measure, limit, value, upper in (
-            (GateMeasure.BOX_IOU, t.min_box_iou, fid and fid.box_iou_mean, False),
-            (GateMeasure.SCORE_ERROR, t.max_score_error, fid and fid.score_error_mean, True),
-            (GateMeasure.EXTRA_BOXES, t.max_extra_boxes, fid and fid.extra, True)):
+    values: tuple[float | None, float | None, float | None] = (None, None, None) if fid is None else \
+        (fid.box_iou_mean, fid.score_error_mean, float(fid.extra))
+    for (measure, limit, upper), value in zip((
+            (GateMeasure.BOX_IOU, t.min_box_iou, False), (GateMeasure.SCORE_ERROR, t.max_score_error, True),
+            (GateMeasure.EXTRA_BOXES, t.max_extra_boxes, True)), values):
         if limit is not None:
             checks.append(_fidelity_check(metrics, measure, float(limit), value, upper))
     if not checks:
