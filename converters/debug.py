@@ -190,6 +190,9 @@ def auto_fallback(diagnosis: Any, measure: Callable[[bytes], Trial], *, max_laye
                          f"mode promises {io_dtype}")
             continue
         kept.extend(add)
+        if any(t != io_dtype for t in io_dtypes(model)[1]) and not any("outputs float32" in n for n in notes):
+            notes.append(f"with the {group.label} in float the model's outputs are float32, not {io_dtype} "
+                         "(its input stays so): the boxes are computed and handed over in float")
         attempt = FallbackAttempt(tuple(kept), len(model), measure(model), f"+ {group.label}")
         attempts.append((attempt, model))
         if attempt.trial.passed:
