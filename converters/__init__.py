@@ -35,7 +35,8 @@ from edgekit.converters.edgetpu import (
                                         parse_compiler_log,
 )
 from edgekit.converters.evaluate import Metrics, OutputMetrics, compare, predict
-from edgekit.converters.gate import GateResult, check_gate
+from edgekit.converters.fidelity import DetectionFidelity
+from edgekit.converters.gate import GateMeasure, GateResult, GateTargets, check_gate
 from edgekit.converters.metadata_writer import write_metadata, write_metadata_file
 from edgekit.converters.options import (
                                         ColorOrder,
@@ -65,6 +66,9 @@ __all__ = [
     "FallbackAttempt",
     "FallbackOutcome",
     "GateResult",
+    "GateMeasure",
+    "GateTargets",
+    "DetectionFidelity",
     "LayerDiagnosis",
     "LayerError",
     "MODE_SETTINGS",

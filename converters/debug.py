@@ -127,10 +127,15 @@ class FallbackAttempt:
     kept_in_float: tuple[LayerError, ...]
     size_bytes: int
     trial: Trial
+    label: str = ""  # what this candidate added: "all int8", "+ boxes decode tail", "+ 2 worst layers"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layers_in_float": [layer.name for layer in self.kept_in_float], "size_bytes": self.size_bytes,
-                "drop": self.trial.drop, "passed": self.trial.passed, "latency_ms": self.trial.latency_ms}
+        metrics = getattr(self.trial.detail, "metrics", None)
+        fidelity = getattr(metrics, "detection", None)
+        return {"label": self.label, "layers_in_float": [layer.name for layer in self.kept_in_float],
+                "size_bytes": self.size_bytes, "drop": self.trial.drop, "passed": self.trial.passed,
+                "latency_ms": self.trial.latency_ms, "int8_latency_ms": getattr(self.trial.detail, "int8_latency_ms", None),
+                "fidelity": fidelity.to_dict() if fidelity is not None else None}
 
 
 @dataclass(frozen=True)
@@ -155,29 +160,59 @@ def _steps(limit: int) -> list[int]:
 
 
 def auto_fallback(diagnosis: Any, measure: Callable[[bytes], Trial], *, max_layers: int,
-                  io_dtype: str) -> FallbackOutcome:
-    """Keep the worst layers in float, 1, 2, 4, ... of them, until `measure` says the gate passed.
+                  io_dtype: str, groups: Sequence[Any] = (), baseline: tuple[bytes, Trial] | None = None
+                  ) -> FallbackOutcome:
+    """Keep layers in float until `measure` says the gate passed: first each of `groups` (op groups
+    with a ``label`` and output ``tensors``, cheapest first: a detector's decode tails), adding up,
+    then the worst layers by RMSE/scale, 1, 2, 4, ... up to `max_layers` of them on top.
+    `baseline` (the all-int8 model and its trial) is the table's first row, what costs are against.
 
     A layer whose float version would change the model's input or output type (the mode
     promises `io_dtype`) is skipped and named in the notes.
     """
-    # A layer with (almost) no error of its own (pooling, reshape: it shares its input's
-    # scale) gains nothing in float.
-    queue = [x for x in worst_layers(diagnosis.layers, n=len(diagnosis.layers)) if x.rmse_over_scale > 0.1]
     kept: list[LayerError] = []
     notes: list[str] = []
     attempts: list[tuple[FallbackAttempt, bytes]] = []
-    for target in _steps(min(max_layers, len(queue))):
+    if baseline is not None:
+        attempts.append((FallbackAttempt((), len(baseline[0]), baseline[1], "all int8"), baseline[0]))
+    by_name = {x.tensor_name: x for x in diagnosis.layers}
+    for group in groups:
+        add = [by_name[t] for t in group.tensors if t in by_name and by_name[t] not in kept]
+        if not add:
+            continue
         try:
-            model = _grow(diagnosis, kept, queue, target, io_dtype, notes)
+            model = diagnosis.quantize_keeping_float([x.tensor_name for x in kept + add])
+        except ConversionError as exc:
+            notes.append(f"{group.label} stays int8: {exc}")
+            continue
+        if not _io_ok(model, io_dtype):
+            notes.append(f"{group.label} stays int8: in float it would make the model's input float, and this "
+                         f"mode promises {io_dtype}")
+            continue
+        kept.extend(add)
+        if any(t != io_dtype for t in io_dtypes(model)[1]) and not any("outputs float32" in n for n in notes):
+            notes.append(f"with the {group.label} in float the model's outputs are float32, not {io_dtype} "
+                         "(its input stays so): the boxes are computed and handed over in float")
+        attempt = FallbackAttempt(tuple(kept), len(model), measure(model), f"+ {group.label}")
+        attempts.append((attempt, model))
+        if attempt.trial.passed:
+            return _outcome(attempts, notes)
+    # A layer with (almost) no error of its own (pooling, reshape: it shares its input's
+    # scale) gains nothing in float.
+    queue = [x for x in worst_layers(diagnosis.layers, n=len(diagnosis.layers))
+             if x.rmse_over_scale > 0.1 and x not in kept]
+    base = len(kept)
+    for step in _steps(min(max_layers, len(queue))):
+        try:
+            model = _grow(diagnosis, kept, queue, base + step, io_dtype, notes)
         except ConversionError as exc:
             notes.append(str(exc))
             break
-        if not kept or (attempts and len(attempts[-1][0].kept_in_float) == len(kept)):
+        if len(kept) == base or (attempts and len(attempts[-1][0].kept_in_float) == len(kept)):
             continue
         if model is None:
             model = diagnosis.quantize_keeping_float([x.tensor_name for x in kept])
-        attempt = FallbackAttempt(tuple(kept), len(model), measure(model))
+        attempt = FallbackAttempt(tuple(kept), len(model), measure(model), f"+ {len(kept) - base} worst layer(s)")
         attempts.append((attempt, model))
         if attempt.trial.passed:
             break
@@ -208,14 +243,22 @@ def _grow(diagnosis: Any, kept: list[LayerError], queue: list[LayerError], targe
 
 
 def _outcome(attempts: list[tuple[FallbackAttempt, bytes]], notes: list[str]) -> FallbackOutcome:
+    if not any(a.kept_in_float for a, _ in attempts):
+        notes.append("no layer could be kept in float")
     if not attempts:
-        return FallbackOutcome((), None, None, tuple(notes + ["no layer could be kept in float"]))
+        return FallbackOutcome((), None, None, tuple(notes))
     passing = [(a, m) for a, m in attempts if a.trial.passed]
     if passing:
         chosen, model = passing[0]
-    else:
-        chosen, model = min(attempts, key=lambda am: am[0].trial.drop if am[0].trial.drop is not None else 1e9)
+    else:  # the fewest failed checks of the gate, then the smallest drop
+        chosen, model = min(attempts, key=lambda am: (_failed_checks(am[0].trial),
+                                                      am[0].trial.drop if am[0].trial.drop is not None else 1e9))
     return FallbackOutcome(tuple(a for a, _ in attempts), chosen, model, tuple(notes))
+
+
+def _failed_checks(trial: Trial) -> int:
+    checks = getattr(getattr(trial.detail, "gate", None), "checks", ())
+    return sum(1 for c in checks if not c.passed)
 
 
 def _io_ok(model: bytes, io_dtype: str) -> bool:

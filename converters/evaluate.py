@@ -34,6 +34,7 @@ from edgekit.contract.recognize import YoloOutputs
 from edgekit.contract.ultralytics import PREDICT_DEFAULTS
 from edgekit.converters._native import progress
 from edgekit.converters.preprocessing import Preprocessing
+from edgekit.converters.fidelity import DetectionFidelity, detection_fidelity
 from edgekit.errors import ConversionError, ModelError
 from edgekit.results import Detections
 from edgekit.runtimes import TensorSpec, load_model
@@ -129,10 +130,13 @@ class Metrics:
     # detectors: the objects the float model found on the validation data (score >= TRUTH_SCORE),
     # what "mAP@0.5 vs float" is measured on
     float_objects: int | None = None
+    # detectors: found, missing and extra boxes at TRUTH_SCORE, box IoU and score error against float
+    detection: DetectionFidelity | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["outputs"] = [asdict(o) for o in self.outputs]
+        d["detection"] = self.detection.to_dict() if self.detection is not None else None
         return d
 
     def with_latency(self, float_ms: float | None, quant_ms: float | None) -> Metrics:
@@ -188,7 +192,8 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
         meta = {"output_format": output_format.value, "detection": detection_metadata(output_format, ref, pre, roles)}
         truth = detections(ref, meta, TRUTH_SCORE, transforms)
         found = detections(quant, meta, PREDICTION_SCORE, transforms)
-        return Metrics(n, per_output, map50=map50(truth, found), float_objects=sum(len(t) for t in truth))
+        return Metrics(n, per_output, map50=map50(truth, found), float_objects=sum(len(t) for t in truth),
+                       detection=detection_fidelity(truth, found, TRUTH_SCORE, PREDICTION_SCORE))
     if output_format is not OutputFormat.CLASSES:
         return Metrics(n, per_output)
     fp, qp = _top1(ref.arrays[0]), _top1(quant.arrays[0])

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from edgekit.contract.enums import Choice, ColorOrder, OutputFormat, ResizeMode, Task
+from edgekit.converters.targets import GateTargets
 from edgekit.errors import InputError
 
 __all__ = [
@@ -105,6 +106,8 @@ class ConvertOptions:
     max_drop: the accuracy gate in points (accuracy against labels when the data has
         labels, otherwise top-1 agreement with the float model, or mAP@0.5 against the
         float model's detections). None: no gate.
+    min_box_iou, max_score_error, max_extra_boxes: a detector's fidelity to the float model
+        (:class:`edgekit.converters.gate.GateTargets`, which checks them); None: not gated on.
     auto_fallback: when the gate fails, keep the most sensitive layers in float and try
         again, up to `max_fallback_layers` layers.
     """
@@ -115,6 +118,9 @@ class ConvertOptions:
     seed: int = 0
     holdout: float = 0.2
     max_drop: float | None = None
+    min_box_iou: float | None = None
+    max_score_error: float | None = None
+    max_extra_boxes: int | None = None
     auto_fallback: bool = False
     max_fallback_layers: int = 8
     diagnose: bool = True
@@ -148,8 +154,10 @@ class ConvertOptions:
                 raise InputError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0.0 < self.holdout < 1.0:
             raise InputError(f"holdout must be a fraction between 0 and 1, got {self.holdout}")
-        if self.auto_fallback and self.max_drop is None:
-            raise InputError("auto_fallback needs a gate to aim for: give max_drop (--max-drop POINTS)")
+        targets = self.gate_targets  # its checks say what a bad limit is
+        if self.auto_fallback and not targets.given:
+            raise InputError("auto_fallback needs a gate to aim for: give max_drop (--max-drop POINTS) or a "
+                             "detector's min_box_iou / max_score_error / max_extra_boxes (--min-box-iou 0.95)")
         if self.auto_fallback and not self.mode.int8_body:
             raise InputError(f"auto_fallback keeps int8 layers in float; mode {self.mode.value!r} has none. "
                              "Use --mode int8, uint8, int8-float-io or edgetpu")
@@ -161,3 +169,8 @@ class ConvertOptions:
         if (self.keep_float or self.int16) and self.mode in (Mode.FLOAT32, Mode.FLOAT16):
             raise InputError(f"keep_float/int16 (--keep-float, --int16) choose how layers are quantized; mode "
                              f"{self.mode.value!r} quantizes none. Use --mode int8 (or dynamic, weight-only)")
+
+    @property
+    def gate_targets(self) -> GateTargets:
+        """The gate's limits (validated there)."""
+        return GateTargets(self.max_drop, self.min_box_iou, self.max_score_error, self.max_extra_boxes)

@@ -21,6 +21,7 @@ from edgekit.converters.engines.aiq import default_engine
 from edgekit.converters.engines.base import LayerDiagnosis, QuantizerEngine
 from edgekit.converters.data import DataSplit, load_data
 from edgekit.converters.debug import FallbackOutcome, Trial, auto_fallback
+from edgekit.converters.decode_tail import tail_groups
 from edgekit.converters.edgetpu import compile_for_edgetpu
 from edgekit.converters.evaluate import (
     Metrics,
@@ -118,6 +119,8 @@ class Prepared:
 class Measured:
     metrics: Metrics
     gate: GateResult
+    # a fallback candidate: the all-int8 model's latency, timed in the same interleaved blocks
+    int8_latency_ms: float | None = None
 
 
 class Session:
@@ -206,14 +209,16 @@ class Session:
                              "(an image folder, .npy or .npz; 300 samples recommended)")
         return self.engine.convert(self.src, mode, cal.representative() if cal is not None else None)
 
-    def measure(self, p: Prepared, model: bytes, mode: Mode) -> Trial:
-        """Run `model` on the validation samples with the device's interpreter and gate it.
+    def measure(self, p: Prepared, model: bytes, mode: Mode, against: Path | None = None) -> Trial:
+        """Run `model` on the validation samples with the device's interpreter and gate it
+        (`against`: a model timed in the same interleaved blocks, the all-int8 one for a fallback candidate).
 
         Raises:
             ConversionError: the interpreter cannot load or run the converted model.
         """
-        path = self._write(f"{mode.value}.tflite", model)
+        path = self._write(f"{mode.value}{'-candidate' if against else ''}.tflite", model)
         metrics = Metrics(0, ())
+        base_ms = None
         try:
             if p.reference is not None and p.data.validation is not None:
                 val = p.data.validation
@@ -226,13 +231,15 @@ class Session:
                 if p.float_map50_truth is not None and p.output_format is not None:
                     truth = truth_map50(quant, p.output_format, p.reference, val, stated)
                     metrics = dataclasses.replace(metrics, float_map50_truth=p.float_map50_truth, map50_truth=truth)
-            float_ms, latency = measure_latency([p.float_path, path], p.first_input(self.src.model_input_shape))
+            timed = measure_latency([p.float_path, path, *([against] if against else [])],
+                                    p.first_input(self.src.model_input_shape))
+            float_ms, latency, base_ms = (*timed, None)[:3]
         except ModelError as exc:
             raise ConversionError(f"the {mode.value} model was converted but the interpreter cannot run it "
                                   f"({str(exc).split(': ', 1)[-1]}); try another mode") from None
         metrics = metrics.with_latency(float_ms, latency)
-        gate = check_gate(metrics if p.reference is not None else None, self.opts.max_drop)
-        return Trial(gate.passed, gate.drop, latency, Measured(metrics, gate))
+        gate = check_gate(metrics if p.reference is not None else None, self.opts.gate_targets)
+        return Trial(gate.passed, gate.drop, latency, Measured(metrics, gate, base_ms))
 
     def diagnose(self, p: Prepared, mode: Mode) -> LayerDiagnosis | None:
         """Per-layer errors for int8 modes (on up to 64 validation samples), else None."""
@@ -250,8 +257,11 @@ class Session:
         diagnosis = self.diagnose(p, mode)
         fallback = None
         if not trial.passed and self.opts.auto_fallback and diagnosis is not None:
-            fallback = auto_fallback(diagnosis, lambda m: self.measure(p, m, mode),
-                                     max_layers=self.opts.max_fallback_layers, io_dtype=mode.io_dtype)
+            groups = tail_groups(p.float_bytes, p.roles) if p.output_format is OutputFormat.YOLO else []
+            base = self.tmp / f"{mode.value}.tflite"  # the all-int8 model measure wrote
+            fallback = auto_fallback(diagnosis, lambda m: self.measure(p, m, mode, against=base),
+                                     max_layers=self.opts.max_fallback_layers, io_dtype=mode.io_dtype,
+                                     groups=groups, baseline=(model, trial))
             if fallback.chosen is not None and fallback.model is not None:
                 model, trial = fallback.model, fallback.chosen.trial
         res = self._write_model(output, p, model, trial.detail, diagnosis, fallback)

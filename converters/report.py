@@ -41,18 +41,26 @@ def summary_lines(d: dict[str, Any]) -> list[str]:
         if m.get("float_objects") is not None:
             parts.append(f"{m['float_objects']} objects found by the float model")
         lines.append(", ".join(parts))
+    if (f := m.get("detection")) and f["float_objects"]:
+        lines.append(f"against the float model at score {f['threshold']:g}: {f['found']}/{f['float_objects']} found, "
+                     f"{f['missing']} missing, {f['extra']} extra; box IoU mean {_num(f['box_iou_mean'], '.3f')} "
+                     f"(5th pct {_num(f['box_iou_p5'], '.3f')}); score error mean "
+                     f"{_num(f['score_error_mean'], '.3f')} (max {_num(f['score_error_max'], '.3f')})")
     if m.get("latency_ms") is not None:
         lines.append(f"latency here: {m['latency_ms']:.3f} ms (float32 {_num(m.get('float_latency_ms'), '.3f')} ms)")
     lines.append(f"gate: {g['status']} ({g['reason']})")
     if d["layers_kept_in_float"]:
         lines.append(f"layers kept in float: {', '.join(d['layers_kept_in_float'])}")
+    if d.get("fallback"):
+        lines += _fallback_section(d)[1:2 + 2 + len(d["fallback"]["attempts"])]
     return lines
 
 
 def render_markdown(d: dict[str, Any]) -> str:
     """report.md from the report document."""
     m, g = d["metrics"], d["gate"]
-    out = [f"# Conversion report: {d['mode']}", "", f"**Gate: {g['status']}** ({g['reason']})", "",
+    gated = f" gated on {', '.join(g['gated_on'])}" if g.get("gated_on") else ""
+    out = [f"# Conversion report: {d['mode']}", "", f"**Gate: {g['status']}**{gated} ({g['reason']})", "",
            "| | float32 | " + d["mode"] + " |", "|---|---|---|",
            f"| size | {d['float_size_bytes']:,} B | {d['size_bytes']:,} B ({_num(d['size_ratio'], '.2f')}x) |",
            f"| latency (this machine) | {_num(m.get('float_latency_ms'), '.3f')} ms "
@@ -67,6 +75,7 @@ def render_markdown(d: dict[str, Any]) -> str:
             out.append(f"| {label} | | {_pct(m[key])} |")
     if m.get("float_objects") is not None:
         out.append(f"| objects the float model found ({m['samples']} images) | {m['float_objects']} | |")
+    out += _fidelity_section(m)
     if m["outputs"]:
         out += ["", "## Outputs against the float model", "",
                 "| output | mean abs err | max abs err | cosine (mean / min) | SNR dB |", "|---|---|---|---|---|"]
@@ -81,6 +90,22 @@ def render_markdown(d: dict[str, Any]) -> str:
         out += ["", "## Preprocessing", "", f"`{json.dumps({k: v for k, v in pre.items() if k != 'decided_by'})}` "
                 f"decided by: {pre['decided_by']}"]
     return "\n".join(out) + "\n"
+
+
+def _fidelity_section(m: dict[str, Any]) -> list[str]:
+    f = m.get("detection")
+    if not f:
+        return []
+    share = "-" if f["found_share"] is None else f"{100 * f['found_share']:.1f}%"
+    return ["", f"## Detections against the float model (score >= {f['threshold']:g}, same class, IoU >= 0.5)", "",
+            "| measure | value |", "|---|---|",
+            f"| float detections it rests on ({m['samples']} images) | {f['float_objects']} |",
+            f"| found (share) | {f['found']} ({share}) |",
+            f"| missing / extra boxes | {f['missing']} / {f['extra']} |",
+            f"| matched-box IoU, mean / 5th percentile / min ({f['matched']} boxes) | "
+            f"{_num(f['box_iou_mean'], '.3f')} / {_num(f['box_iou_p5'], '.3f')} / {_num(f['box_iou_min'], '.3f')} |",
+            f"| score error, mean / max | {_num(f['score_error_mean'], '.3f')} / "
+            f"{_num(f['score_error_max'], '.3f')} |"]
 
 
 def _layer_section(d: dict[str, Any]) -> list[str]:
@@ -99,11 +124,21 @@ def _fallback_section(d: dict[str, Any]) -> list[str]:
     fb = d.get("fallback")
     if not fb:
         return []
-    out = ["", "## Auto-fallback (layers kept in float)", "",
-           "| layers in float | size | latency | drop | gate |", "|---|---|---|---|---|"]
-    out += [f"| {', '.join(a['layers_in_float'])} | {a['size_bytes']:,} B | {_num(a['latency_ms'], '.3f')} ms | "
-            f"{_num(a['drop'], '.2f')} | {'PASS' if a['passed'] else 'FAIL'} |" for a in fb["attempts"]]
-    return out + [f"- {n}" for n in fb["notes"]] + ["", "![fallback](fallback.png)"]
+    base = fb["attempts"][0] if fb["attempts"] and not fb["attempts"][0]["layers_in_float"] else None
+    out = ["", "## Auto-fallback (layers kept in float; costs against the all-int8 model)", "",
+           "| candidate | layers in float | size | latency | drop | box IoU mean | score error mean | extra | gate |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for a in fb["attempts"]:
+        f = a.get("fidelity") or {}
+        size_x = f" ({a['size_bytes'] / base['size_bytes']:.2f}x)" if base else ""
+        ref = a.get("int8_latency_ms") or (base or {}).get("latency_ms")  # timed beside it, else the first row
+        lat_x = f" ({a['latency_ms'] / ref:.2f}x)" if ref and a["latency_ms"] else ""
+        out.append(f"| {a.get('label') or '-'} | {len(a['layers_in_float'])} | {a['size_bytes']:,} B{size_x} | "
+                   f"{_num(a['latency_ms'], '.3f')} ms{lat_x} | {_num(a['drop'], '.2f')} | "
+                   f"{_num(f.get('box_iou_mean'), '.3f')} | {_num(f.get('score_error_mean'), '.3f')} | "
+                   f"{_num(f.get('extra'), 'd')} | {'PASS' if a['passed'] else 'FAIL'} |")
+    return out + [f"- {n}" for n in fb["notes"]] + (["", "![fallback](fallback.png)"]
+                                                    if d["gate"].get("max_drop") is not None else [])
 
 
 def _edgetpu_section(d: dict[str, Any]) -> list[str]:

@@ -23,7 +23,9 @@ SIZE = 128
 # 1.63 (TFLiteConverter, Keras and ONNX alike) and 1.87 (ai-edge-quantizer) points, with the code of
 # 402eb46 as with today's (the same trained weights, the same numbers). A collapse (one int8 scale for
 # boxes and scores, the case these tests exist for) costs tens of points. Winning the last point back
-# is issue 27's work (box precision in int8).
+# is issue 27's work (box precision in int8): the default conversion still loses them (its matched boxes keep a
+# mean IoU of 0.906 with the float model's); --auto-fallback with the decode tail in float wins them back (0.43
+# points, IoU 0.980; test_onnx_convert gates that run at 1 point), so this default-conversion bound stays.
 DETECTOR_MAX_DROP = 2.0
 
 

@@ -68,6 +68,15 @@ def register(subparsers: Any) -> None:
     gate.add_argument("--max-drop", type=float, metavar="POINTS",
                       help="fail (exit 3) when accuracy against labels (else top-1 agreement with the float "
                            "model, or detection mAP@0.5 against it) drops by more than this many points")
+    gate.add_argument("--min-box-iou", type=float, metavar="IOU",
+                      help="detectors: fail when the boxes matched with the float model's overlap them by less "
+                           "than this mean IoU (e.g. 0.95)")
+    gate.add_argument("--max-score-error", type=float, metavar="E",
+                      help="detectors: fail when the matched boxes' scores differ from the float model's by more "
+                           "than this on average (e.g. 0.02)")
+    gate.add_argument("--max-extra-boxes", type=int, metavar="N",
+                      help="detectors: fail when more than N boxes at the score threshold are not the float "
+                           "model's (0: none)")
     gate.add_argument("--auto-fallback", action="store_true",
                       help="when the gate fails, keep the most sensitive layers in float and try again")
     gate.add_argument("--max-fallback-layers", type=positive_int, default=8, metavar="N",
@@ -157,7 +166,8 @@ def build_options(args: argparse.Namespace) -> Any:
         resize=ResizeMode.parse(args.resize) if args.resize else None)
     return ConvertOptions(
         mode=Mode.parse(args.mode), num_calibration=args.num_calibration, num_validation=args.num_validation,
-        seed=args.seed, max_drop=args.max_drop, auto_fallback=args.auto_fallback,
+        seed=args.seed, max_drop=args.max_drop, min_box_iou=args.min_box_iou, max_score_error=args.max_score_error,
+        max_extra_boxes=args.max_extra_boxes, auto_fallback=args.auto_fallback,
         max_fallback_layers=args.max_fallback_layers, diagnose=not args.no_diagnose, labels=args.labels,
         preprocessing=pre, task=Task.parse(args.task) if args.task else None,
         output_format=OutputFormat.parse(args.output_format) if args.output_format else None,
