@@ -155,9 +155,11 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.startswith("{")]
 
 
-def _classes(x86: list[dict], arm: list[dict], model: str) -> tuple[list[str], list[str]]:
-    notes, problems = [], []
+def _classes(x86: list[dict], arm: list[dict], model: str) -> tuple[list[str], list[str], int, float]:
+    """Notes, problems, how many photos' class lists are identical, the largest top-1 score gap in steps."""
+    notes, problems, identical, gap = [], [], 0, 0.0
     for a, b in zip(x86, arm, strict=True):
+        identical += a["classes"] == b["classes"]
         ta, tb = a["classes"][0], b["classes"][0]
         where = f"{model} {Path(a['image']).name}"
         sa = {c["id"]: c["score"] for c in a["classes"]}
@@ -168,14 +170,18 @@ def _classes(x86: list[dict], arm: list[dict], model: str) -> tuple[list[str], l
             (notes if near else problems).append(
                 f"{where}: top-1 {tb['id']} ({tb['score']:.4f}) against x86's {ta['id']} ({ta['score']:.4f})"
                 + (": a near-tie" if near else ""))
-        elif abs(ta["score"] - tb["score"]) > STEPS * STEP + 1e-9:
-            problems.append(f"{where}: top-1 score {tb['score']:.4f} against x86's {ta['score']:.4f}")
-    return notes, problems
+        else:
+            gap = max(gap, abs(ta["score"] - tb["score"]) / STEP)
+            if abs(ta["score"] - tb["score"]) > STEPS * STEP + 1e-9:
+                problems.append(f"{where}: top-1 score {tb['score']:.4f} against x86's {ta['score']:.4f}")
+    return notes, problems, identical, gap
 
 
-def _detections(x86: list[dict], arm: list[dict], images: Path) -> tuple[list[str], list[str], int]:
-    notes, problems, matched = [], [], 0
+def _detections(x86: list[dict], arm: list[dict], images: Path) -> tuple[list[str], list[str], int, int]:
+    """Notes, problems, detections matched, photos whose detections are identical (boxes and scores)."""
+    notes, problems, matched, identical = [], [], 0, 0
     for i, (a, b) in enumerate(zip(x86, arm, strict=True)):
+        identical += a["detections"] == b["detections"]
         h, w = cv2.imread(str(images / PHOTOS[i])).shape[:2]
         tol = np.array([PX * w / 300, PX * h / 300] * 2)
         left = list(b["detections"])
@@ -192,7 +198,7 @@ def _detections(x86: list[dict], arm: list[dict], images: Path) -> tuple[list[st
         for e in left:
             (notes if e["score"] - THRESHOLD <= STEPS * STEP else problems).append(
                 f"{PHOTOS[i]}: class {e['id']} {e['box']} at {e['score']:.3f} only on ARM")
-    return notes, problems, matched
+    return notes, problems, matched, identical
 
 
 def compare(case: Path, work: Path, arch: str) -> int:
@@ -201,14 +207,18 @@ def compare(case: Path, work: Path, arch: str) -> int:
     problems: list[str] = []
     figures: dict[str, object] = {"arch": arch}
     for m in MODELS:
-        n, p = _classes(_lines(x86 / f"classify-{m}.jsonl"), _lines(work / f"{arch}-classify-{m}.jsonl"), m)
+        n, p, same, gap = _classes(_lines(x86 / f"classify-{m}.jsonl"), _lines(work / f"{arch}-classify-{m}.jsonl"),
+                                   m)
         notes += n
         problems += p
-    n, p, matched = _detections(_lines(x86 / "detect.jsonl"), _lines(work / f"{arch}-detect.jsonl"),
-                                case / "images")
+        figures[f"{m}: classes identical"] = f"{same}/{len(PHOTOS)}"
+        figures[f"{m}: largest top-1 gap (steps)"] = round(gap, 2)
+    n, p, matched, same = _detections(_lines(x86 / "detect.jsonl"), _lines(work / f"{arch}-detect.jsonl"),
+                                      case / "images")
     notes += n
     problems += p
     figures["detections matched"] = matched
+    figures["photos with identical detections"] = f"{same}/{len(PHOTOS)}"
     doctor = json.loads((work / f"{arch}-doctor.json").read_text())
     failing = [c for c in doctor["checks"] if c["status"] == "fail"]
     problems += [f"doctor: {c['name']}: {c['detail']}" for c in failing]
