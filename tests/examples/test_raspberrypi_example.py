@@ -216,6 +216,19 @@ def test_32bit_requirements_without_apt_opencv() -> None:
     assert {"numpy", "pillow", "paho-mqtt"} <= names and not names & {"opencv-python-headless", "ai-edge-litert"}
 
 
+def test_the_arm_stage_skips_loudly_where_arm_programs_cannot_run(tmp_path: Path) -> None:
+    """Root, but no binfmt_misc (a container without it; here a folder that does not exist): the
+    stage says why before any work, and fails only with EDGEKIT_REQUIRE_ARM=1."""
+    if os.geteuid() != 0:
+        pytest.skip("the binfmt_misc check comes after the root check")
+    for require, rc in (("0", 0), ("1", 1)):
+        r = subprocess.run(["env", f"EDGEKIT_REQUIRE_ARM={require}", f"EDGEKIT_BINFMT={tmp_path / 'none'}",
+                            f"EDGEKIT_ARM_WORK={tmp_path}", "bash", str(ROOT / ".ci" / "arm")],
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == rc and "ARM STAGE NOT RUN: binfmt_misc cannot be mounted" in r.stderr, r.stderr
+        assert "building the wheel" not in r.stderr and list(tmp_path.iterdir()) == []
+
+
 def test_32bit_requirements_are_the_package_list_without_ai_edge_litert() -> None:
     """What install.sh installs on 32-bit after `--no-deps`: read from the installed package."""
     script = f'source {INSTALL}; PACKAGE="x[mqtt,metrics]"; requirements_without_litert {sys.executable}'
