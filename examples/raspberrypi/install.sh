@@ -280,7 +280,7 @@ distribution is edgekit-tflite" ;;
             fi
         fi
         if [ "$binaries" = apt ]; then
-            run apt-get install -y python3-numpy python3-opencv python3-pil
+            run apt-get install -y --no-install-recommends python3-numpy python3-opencv python3-pil
             # The venv sees them (--system-site-packages). Debian's OpenCV has no pip metadata:
             # pip must not look for opencv-python-headless, which has no armv7l wheel on PyPI.
             pins=("numpy<2")

@@ -175,7 +175,7 @@ def test_the_arm_stage_says_loudly_when_it_cannot_run_and_fails_only_when_requir
         assert r.returncode == rc and "ARM STAGE NOT RUN: needs root" in r.stderr, r.stderr
 
 
-APT_BINARIES = "apt-get install -y python3-numpy python3-opencv python3-pil"
+APT_BINARIES = "apt-get install -y --no-install-recommends python3-numpy python3-opencv python3-pil"
 
 
 @pytest.mark.parametrize("args, env", [
