@@ -14,6 +14,10 @@ one machine only. 2 steps (the first target) does not hold for photos; STEPS is 
 - detect: every detection matched by one of the same class with a score within STEPS steps and
   each box edge within 2 pixels of the model's input (scaled to the photo); a detection within
   STEPS steps of the threshold may appear on one machine only;
+- where the root's interpreter is another than x86's (armhf: tflite-runtime 2.14 against
+  ai-edge-litert, and apt's OpenCV 4.6 resizing), STEPS is the golden self-test's cross-interpreter
+  margin instead, edgekit.inspect.golden.SCORE_STEPS (12): the first armhf run measured a top-1
+  score 11 steps apart (mobilenet_v2, grace_hopper.png; 0.9219 against 0.8789);
 - inspect on a video: at least 80 % of the frames' verdicts equal (x86 against arm64 measured 29/30);
 - app.py on a photo, doctor, inspect --check: the same verdict; no failing check; "config OK";
 - golden self-tests of releases written on x86 (ai-edge-litert): each accepted in the root, and a
@@ -30,6 +34,8 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+
+from edgekit.inspect.golden import SCORE_STEPS
 
 REPO = Path(__file__).resolve().parents[1]
 STEP = 1 / 256
@@ -155,44 +161,59 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.startswith("{")]
 
 
-def _classes(x86: list[dict], arm: list[dict], model: str) -> tuple[list[str], list[str]]:
-    notes, problems = [], []
+def _classes(x86: list[dict], arm: list[dict], model: str, steps: int = STEPS
+             ) -> tuple[list[str], list[str], int, float]:
+    """Notes, problems, how many photos' class lists are identical, the largest top-1 score gap in steps."""
+    notes, problems, identical, gap = [], [], 0, 0.0
     for a, b in zip(x86, arm, strict=True):
+        identical += a["classes"] == b["classes"]
         ta, tb = a["classes"][0], b["classes"][0]
         where = f"{model} {Path(a['image']).name}"
         sa = {c["id"]: c["score"] for c in a["classes"]}
         sb = {c["id"]: c["score"] for c in b["classes"]}
         if ta["id"] != tb["id"]:
-            near = (ta["score"] - sa.get(tb["id"], -1) <= STEPS * STEP + 1e-9
-                    and tb["score"] - sb.get(ta["id"], -1) <= STEPS * STEP + 1e-9)
+            near = (ta["score"] - sa.get(tb["id"], -1) <= steps * STEP + 1e-9
+                    and tb["score"] - sb.get(ta["id"], -1) <= steps * STEP + 1e-9)
             (notes if near else problems).append(
                 f"{where}: top-1 {tb['id']} ({tb['score']:.4f}) against x86's {ta['id']} ({ta['score']:.4f})"
                 + (": a near-tie" if near else ""))
-        elif abs(ta["score"] - tb["score"]) > STEPS * STEP + 1e-9:
-            problems.append(f"{where}: top-1 score {tb['score']:.4f} against x86's {ta['score']:.4f}")
-    return notes, problems
+        else:
+            gap = max(gap, abs(ta["score"] - tb["score"]) / STEP)
+            if abs(ta["score"] - tb["score"]) > steps * STEP + 1e-9:
+                problems.append(f"{where}: top-1 score {tb['score']:.4f} against x86's {ta['score']:.4f}")
+    return notes, problems, identical, gap
 
 
-def _detections(x86: list[dict], arm: list[dict], images: Path) -> tuple[list[str], list[str], int]:
-    notes, problems, matched = [], [], 0
+def _detections(x86: list[dict], arm: list[dict], images: Path, steps: int = STEPS
+                ) -> tuple[list[str], list[str], int, int]:
+    """Notes, problems, detections matched, photos whose detections are identical (boxes and scores)."""
+    notes, problems, matched, identical = [], [], 0, 0
     for i, (a, b) in enumerate(zip(x86, arm, strict=True)):
+        identical += a["detections"] == b["detections"]
         h, w = cv2.imread(str(images / PHOTOS[i])).shape[:2]
         tol = np.array([PX * w / 300, PX * h / 300] * 2)
         left = list(b["detections"])
         for d in a["detections"]:
-            fits = [e for e in left if e["id"] == d["id"] and abs(e["score"] - d["score"]) <= STEPS * STEP + 1e-9
+            fits = [e for e in left if e["id"] == d["id"] and abs(e["score"] - d["score"]) <= steps * STEP + 1e-9
                     and np.all(np.abs(np.subtract(e["box"], d["box"])) <= tol)]
             if fits:
                 left.remove(fits[0])
                 matched += 1
-            elif d["score"] - THRESHOLD <= STEPS * STEP:
+            elif d["score"] - THRESHOLD <= steps * STEP:
                 notes.append(f"{PHOTOS[i]}: class {d['id']} at {d['score']:.3f} only on x86 (at the threshold)")
             else:
                 problems.append(f"{PHOTOS[i]}: x86's class {d['id']} {d['box']} {d['score']:.3f} has no match")
         for e in left:
-            (notes if e["score"] - THRESHOLD <= STEPS * STEP else problems).append(
+            (notes if e["score"] - THRESHOLD <= steps * STEP else problems).append(
                 f"{PHOTOS[i]}: class {e['id']} {e['box']} at {e['score']:.3f} only on ARM")
-    return notes, problems, matched
+    return notes, problems, matched, identical
+
+
+def _same_interpreter(root_detail: str) -> bool:
+    """Whether the root's interpreter (doctor's "edgekit uses NAME") is the one x86's reference used."""
+    from edgekit.runtimes.backends import resolve_backend
+
+    return root_detail.split(" (")[0] == f"edgekit uses {resolve_backend().name}"
 
 
 def compare(case: Path, work: Path, arch: str) -> int:
@@ -200,16 +221,23 @@ def compare(case: Path, work: Path, arch: str) -> int:
     notes: list[str] = []
     problems: list[str] = []
     figures: dict[str, object] = {"arch": arch}
+    doctor = json.loads((work / f"{arch}-doctor.json").read_text())
+    interpreter = next((c["detail"] for c in doctor["checks"] if c["name"] == "interpreter"), "")
+    steps = STEPS if _same_interpreter(interpreter) else SCORE_STEPS
+    figures["score tolerance (steps)"] = steps
     for m in MODELS:
-        n, p = _classes(_lines(x86 / f"classify-{m}.jsonl"), _lines(work / f"{arch}-classify-{m}.jsonl"), m)
+        n, p, same, gap = _classes(_lines(x86 / f"classify-{m}.jsonl"), _lines(work / f"{arch}-classify-{m}.jsonl"),
+                                   m, steps)
         notes += n
         problems += p
-    n, p, matched = _detections(_lines(x86 / "detect.jsonl"), _lines(work / f"{arch}-detect.jsonl"),
-                                case / "images")
+        figures[f"{m}: classes identical"] = f"{same}/{len(PHOTOS)}"
+        figures[f"{m}: largest top-1 gap (steps)"] = round(gap, 2)
+    n, p, matched, same = _detections(_lines(x86 / "detect.jsonl"), _lines(work / f"{arch}-detect.jsonl"),
+                                      case / "images", steps)
     notes += n
     problems += p
     figures["detections matched"] = matched
-    doctor = json.loads((work / f"{arch}-doctor.json").read_text())
+    figures["photos with identical detections"] = f"{same}/{len(PHOTOS)}"
     failing = [c for c in doctor["checks"] if c["status"] == "fail"]
     problems += [f"doctor: {c['name']}: {c['detail']}" for c in failing]
     figures["doctor"] = {c["name"]: c["detail"] for c in doctor["checks"]

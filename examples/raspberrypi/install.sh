@@ -18,6 +18,11 @@
 #   --picamera2 WHEN camera-module support (apt's python3-picamera2): auto (default: where apt
 #                    offers it, i.e. Raspberry Pi OS), yes (fail without it) or no (USB cameras,
 #                    video files and streams only; other Debian boards)
+#   --binaries FROM  32-bit Python only: where numpy, OpenCV and Pillow come from: piwheels
+#                    (pip's armv7l wheels, as Raspberry Pi OS configures pip), apt (Debian's
+#                    python3-numpy 1.24, python3-opencv 4.6 and python3-pil 9.4: for a device that
+#                    cannot reach piwheels, e.g. behind a proxy), or auto (default: piwheels if it
+#                    answers pip, else apt). tflite-runtime comes from PyPI or piwheels either way
 #   --edgetpu        also Coral's Edge TPU runtime libedgetpu1-std from Coral's apt repository
 #                    (installs curl and gnupg for its key)
 #   --edgetpu-max    libedgetpu1-max instead (faster, hotter: cool the Coral)
@@ -30,9 +35,10 @@
 #   -h, --help       this text
 #
 # 32-bit Python (armhf, also under a Pi 4/5's 64-bit kernel): PyPI has no armv7l wheels of numpy,
-# OpenCV, Pillow or tflite-runtime; they come from piwheels (https://www.piwheels.org/simple),
-# which this script names with --extra-index-url as Raspberry Pi OS's /etc/pip.conf does. Without
-# access to piwheels, pip would try to build them from source, which fails on a Pi.
+# OpenCV or Pillow (tflite-runtime 2.14 has one); they come from piwheels
+# (https://www.piwheels.org/simple), which this script names with --extra-index-url as Raspberry
+# Pi OS's /etc/pip.conf does, or, where piwheels does not answer, from apt (--binaries). pip is
+# never left to build them from source, which fails on a Pi.
 #
 # The user who runs it through sudo joins the service's group: after logging in again they
 # may touch the trigger file and read events. Other operators: sudo usermod -aG edgekit NAME.
@@ -103,24 +109,37 @@ default_package() {
 }
 
 requirements_without_litert() {
-    # requirements_without_litert PYTHON: the installed edgekit distribution's dependencies (with
-    # the extras in $PACKAGE), markers evaluated, minus ai-edge-litert. For 32-bit Python on a
-    # 64-bit kernel, where the markers pick ai-edge-litert, which has no 32-bit ARM wheels.
+    # requirements_without_litert PYTHON [NAME...]: the installed edgekit distribution's
+    # dependencies (with the extras in $PACKAGE), markers evaluated, minus ai-edge-litert and the
+    # NAMEs. For 32-bit Python on a 64-bit kernel, where the markers pick ai-edge-litert, which
+    # has no 32-bit ARM wheels; NAME: what apt provides without pip metadata (Debian's OpenCV).
     local extras=""
     if [[ "$PACKAGE" =~ \[([A-Za-z0-9_,.-]+)\]$ ]]; then extras="${BASH_REMATCH[1]}"; fi
-    "$1" - "$extras" <<'EOF'
+    "$1" - "$extras" "${@:2}" <<'EOF'
 import sys
 from importlib import metadata
 from pip._vendor.packaging.requirements import Requirement  # pip is in every venv it made
 
 dist = metadata.packages_distributions()["edgekit"][0]
 extras = [e for e in sys.argv[1].split(",") if e]
+skip = {"ai-edge-litert", *sys.argv[2:]}
 for line in metadata.requires(dist) or []:
     req = Requirement(line)
-    if req.name == "ai-edge-litert":
+    if req.name in skip:
         continue
     if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in extras or [""]):
         print(str(req).split(";")[0].strip())
+EOF
+}
+
+piwheels_answers() {
+    # Whether piwheels' numpy page answers within 20 s, through the proxy in https_proxy if one
+    # is set (pip's own config may name other indexes that answer for it; they do not count).
+    "$PYTHON" - "$PIWHEELS/numpy/" <<'EOF' >/dev/null 2>&1
+import sys
+import urllib.request
+
+urllib.request.urlopen(sys.argv[1], timeout=20).read(64)
 EOF
 }
 
@@ -158,13 +177,14 @@ main() {
     ROOT=""
     SERVICE_USER=edgekit
     PICAMERA2=auto
+    BINARIES=auto
     while [ $# -gt 0 ]; do
         case "$1" in
             --dry-run) DRY_RUN=1 ;;
             --start) START=1 ;;
             --edgetpu) EDGETPU=libedgetpu1-std ;;
             --edgetpu-max) EDGETPU=libedgetpu1-max ;;
-            --package|--prefix|--user|--root|--picamera2)
+            --package|--prefix|--user|--root|--picamera2|--binaries)
                 if [ $# -lt 2 ] || [ -z "$2" ]; then die "$1 needs a value (see --help)"; fi
                 case "$1" in
                     --package) PACKAGE="$2" ;;
@@ -172,6 +192,7 @@ main() {
                     --user) SERVICE_USER="$2" ;;
                     --root) ROOT="$(realpath -m "$2")" ;;
                     --picamera2) PICAMERA2="$2" ;;
+                    --binaries) BINARIES="$2" ;;
                 esac
                 shift ;;
             -h|--help) usage; exit 0 ;;
@@ -191,6 +212,7 @@ main() {
     done
     [[ "$SERVICE_USER" =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--user $SERVICE_USER: not a valid user name"
     case "$PICAMERA2" in auto|yes|no) ;; *) die "--picamera2 $PICAMERA2: expected auto, yes or no" ;; esac
+    case "$BINARIES" in auto|piwheels|apt) ;; *) die "--binaries $BINARIES: expected auto, piwheels or apt" ;; esac
     if [ -z "$PACKAGE" ]; then
         PACKAGE="$(default_package)"
         [ -n "$PACKAGE" ] || die "this script is not inside an edgekit clone; pass --package with a wheel, a \
@@ -242,6 +264,30 @@ distribution is edgekit-tflite" ;;
         echo "# note: no python3-picamera2 ($arch, --picamera2 $PICAMERA2): USB cameras, files and streams only" >&2
     fi
     run apt-get install -y "${apt_packages[@]}"
+
+    # 32-bit: numpy, OpenCV and Pillow as piwheels' wheels or as Debian's packages (--binaries).
+    local binaries="" skip=()
+    if [ "$bits" = 32 ]; then
+        binaries="$BINARIES"
+        if [ "$binaries" = auto ]; then
+            printf '+ %s\n' "$PYTHON: GET $PIWHEELS/numpy/  (auto: piwheels if it answers, else apt)"
+            if piwheels_answers; then
+                binaries=piwheels
+            else
+                binaries=apt
+                echo "# note: piwheels ($PIWHEELS) does not answer here: numpy, OpenCV and Pillow come from" \
+                     "apt (Debian's python3-numpy, python3-opencv, python3-pil); --binaries piwheels insists" >&2
+            fi
+        fi
+        if [ "$binaries" = apt ]; then
+            run apt-get install -y --no-install-recommends python3-numpy python3-opencv python3-pil
+            # The venv sees them (--system-site-packages). Debian's OpenCV has no pip metadata:
+            # pip must not look for opencv-python-headless, which has no armv7l wheel on PyPI.
+            pins=("numpy<2")
+            index=("--only-binary=numpy,pillow,tflite-runtime")
+            skip=(opencv-python-headless)
+        fi
+    fi
 
     if [ -n "$EDGETPU" ]; then
         # Coral's apt repository, its key in a keyring that only this source trusts (signed-by);
@@ -299,14 +345,21 @@ distribution is edgekit-tflite" ;;
         # ask for ai-edge-litert: install it without its dependency list, then that list
         # without ai-edge-litert, with tflite-runtime instead.
         # numpy<2 first, from piwheels, so that no later step ever fetches numpy 2's source.
-        run "${pip[@]}" install "${index[@]}" "${pins[@]}" tflite-runtime \
-            || die "pip could not install numpy<2, OpenCV and tflite-runtime for 32-bit ARM (above). They come \
-from piwheels ($PIWHEELS): PyPI has no armv7l wheels of them. Check this device reaches it: curl -sI $PIWHEELS/numpy/"
+        if [ "$binaries" = apt ]; then
+            run "${pip[@]}" install "${index[@]}" "${pins[@]}" tflite-runtime \
+                || die "pip could not install tflite-runtime beside apt's numpy (above): its armv7l wheel is on \
+PyPI (tflite-runtime 2.14, Python 3.11). Check that pip reaches its index here"
+        else
+            run "${pip[@]}" install "${index[@]}" "${pins[@]}" tflite-runtime \
+                || die "pip could not install numpy<2, OpenCV and tflite-runtime for 32-bit ARM (above). They come \
+from piwheels ($PIWHEELS): PyPI has no armv7l wheels of them. Check this device reaches it \
+(curl -sI $PIWHEELS/numpy/), or take Debian's with --binaries apt"
+        fi
         run "${pip[@]}" install --no-deps "$PACKAGE"
-        printf '+ %s\n' "pip install ${index[*]} ${pins[*]} \$(requirements of the installed edgekit distribution without ai-edge-litert)"
+        printf '+ %s\n' "pip install ${index[*]} ${pins[*]} \$(requirements of the installed edgekit distribution without ai-edge-litert${skip[*]:+ and ${skip[*]}})"
         if [ "$DRY_RUN" = 0 ]; then
             local listed reqs
-            listed="$(requirements_without_litert "$PREFIX/venv/bin/python")"  # set -e stops on a failure
+            listed="$(requirements_without_litert "$PREFIX/venv/bin/python" "${skip[@]}")"  # set -e stops on a failure
             mapfile -t reqs <<< "$listed"
             "${pip[@]}" install "${index[@]}" "${pins[@]}" "${reqs[@]}"
         fi

@@ -69,7 +69,7 @@ APT = "apt-get install -y python3-venv python3-pip v4l-utils curl gnupg ca-certi
 ])
 def test_install_dry_run_chooses_by_pointer_size(arch: str, bits: str, pip_lines: list[str]) -> None:
     existed = Path("/etc/edgekit").exists()
-    r = dry_run("--edgetpu", arch=arch, bits=bits)
+    r = dry_run("--edgetpu", "--binaries", "piwheels", arch=arch, bits=bits)
     assert r.returncode == 0, r.stderr
     cmds = commands(r)
     for line in pip_lines:
@@ -138,6 +138,7 @@ def test_install_dry_run_writes_prefix_and_user_into_what_it_installs() -> None:
     (["--prefix"], "--prefix needs a value"),
     (["--user", "Bad User"], "not a valid user name"),
     (["--picamera2", "maybe"], "expected auto, yes or no"),
+    (["--binaries", "pypi"], "--binaries pypi: expected auto, piwheels or apt"),
 ])
 def test_install_refuses(args: list[str], message: str) -> None:
     r = dry_run(*args)
@@ -149,6 +150,7 @@ def test_install_help_is_usage_not_source() -> None:
     assert r.returncode == 0
     assert "Usage: sudo bash install.sh" in r.stdout and "--prefix DIR" in r.stdout and "--root DIR" in r.stdout
     assert "--picamera2 WHEN" in r.stdout and "https://www.piwheels.org/simple" in r.stdout
+    assert "--binaries FROM" in r.stdout and "python3-opencv" in r.stdout
     assert "set -euo" not in r.stdout and "#" not in r.stdout
 
 
@@ -171,6 +173,60 @@ def test_the_arm_stage_says_loudly_when_it_cannot_run_and_fails_only_when_requir
                             f"EDGEKIT_ARM_WORK={tmp_path}", "bash", str(ROOT / ".ci" / "arm")],
                            capture_output=True, text=True, timeout=60, check=False)
         assert r.returncode == rc and "ARM STAGE NOT RUN: needs root" in r.stderr, r.stderr
+
+
+APT_BINARIES = "apt-get install -y --no-install-recommends python3-numpy python3-opencv python3-pil"
+
+
+@pytest.mark.parametrize("args, env", [
+    (["--binaries", "apt"], {}),
+    # auto where piwheels does not answer: a proxy that refuses (nothing listens on port 9)
+    ([], {"https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}),
+])
+def test_install_32bit_takes_numpy_opencv_pillow_from_apt_without_piwheels(args: list[str],
+                                                                          env: dict[str, str]) -> None:
+    """32-bit without piwheels (issue 25): Debian's python3-numpy, python3-opencv and python3-pil,
+    seen through the --system-site-packages venv; pip fetches tflite-runtime (PyPI has its armv7l
+    wheel) and never opencv-python-headless, which apt's OpenCV does not register."""
+    r = dry_run(*args, arch="armhf", bits="32", **env)
+    assert r.returncode == 0, r.stderr
+    cmds = commands(r)
+    assert APT_BINARIES in cmds
+    assert cmds.index(APT_BINARIES) < cmds.index("/usr/bin/python3 -m venv --system-site-packages /opt/edgekit/venv")
+    assert not any("piwheels.org/simple" in c and "install" in c for c in cmds)
+    [first] = [c for c in cmds if c.endswith(" tflite-runtime")]
+    assert "opencv" not in first and first.endswith(r"numpy\<2 tflite-runtime")
+    assert any(c.endswith("without ai-edge-litert and opencv-python-headless)") for c in cmds)
+    assert ("does not answer" in r.stderr) is (not args)
+
+
+def test_install_64bit_ignores_binaries() -> None:
+    """--binaries is for 32-bit Python: 64-bit ARM has every wheel on PyPI."""
+    cmds = commands(dry_run("--binaries", "apt", arch="arm64", bits="64"))
+    assert APT_BINARIES not in cmds and any(c.endswith(rf"install {PINS} {ROOT}\[mqtt\,metrics\]") for c in cmds)
+
+
+def test_32bit_requirements_without_apt_opencv() -> None:
+    """The list after `--no-deps` when apt provides OpenCV: without opencv-python-headless."""
+    script = (f'source {INSTALL}; PACKAGE="x[mqtt,metrics]"; '
+              f'requirements_without_litert {sys.executable} opencv-python-headless')
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    names = {re.split(r"[<>=!~ ]", line)[0] for line in r.stdout.split()}
+    assert {"numpy", "pillow", "paho-mqtt"} <= names and not names & {"opencv-python-headless", "ai-edge-litert"}
+
+
+def test_the_arm_stage_skips_loudly_where_arm_programs_cannot_run(tmp_path: Path) -> None:
+    """Root, but no binfmt_misc (a container without it; here a folder that does not exist): the
+    stage says why before any work, and fails only with EDGEKIT_REQUIRE_ARM=1."""
+    if os.geteuid() != 0:
+        pytest.skip("the binfmt_misc check comes after the root check")
+    for require, rc in (("0", 0), ("1", 1)):
+        r = subprocess.run(["env", f"EDGEKIT_REQUIRE_ARM={require}", f"EDGEKIT_BINFMT={tmp_path / 'none'}",
+                            f"EDGEKIT_ARM_WORK={tmp_path}", "bash", str(ROOT / ".ci" / "arm")],
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == rc and "ARM STAGE NOT RUN: binfmt_misc cannot be mounted" in r.stderr, r.stderr
+        assert "building the wheel" not in r.stderr and list(tmp_path.iterdir()) == []
 
 
 def test_32bit_requirements_are_the_package_list_without_ai_edge_litert() -> None:
