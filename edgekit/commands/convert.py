@@ -26,12 +26,12 @@ __all__ = ["register", "run", "build_options"]
 # What `edgekit convert` reads a model as (the other tasks and formats are the device's own).
 CONVERTED_TASKS = (Task.CLASSIFY, Task.DETECT)
 CONVERTED_FORMATS = (OutputFormat.CLASSES, OutputFormat.SSD, OutputFormat.YOLO)
-MODES = ("float32", "float16", "dynamic", "weight-only", "int8", "uint8", "int8-float-io", "int16x8", "edgetpu")
 INSTALL = "pip install 'edgekit-tflite[convert]'"
 
 
 def register(subparsers: Any) -> None:
     from edgekit.commands._help import HelpFormatter
+    from edgekit.converters.options import Mode  # only `edgekit convert` registers this (commands load lazily)
 
     p = subparsers.add_parser(
         "convert", help="convert a Keras/SavedModel/ONNX/float .tflite model to a checked int8/float16 .tflite",
@@ -53,7 +53,7 @@ def register(subparsers: Any) -> None:
                    help="input kinds: a Keras file (.keras/.h5), a SavedModel folder, an ONNX file (.onnx) or a "
                         "float32 .tflite")
     p.add_argument("-o", "--output", type=output_file_arg, help="the .tflite to write (required unless --compare-modes)")
-    p.add_argument("--mode", choices=MODES, default="int8", help="quantization mode")
+    p.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.INT8.value, help="quantization mode")
     data = p.add_argument_group("data")
     data.add_argument("--calibration", metavar="PATH",
                       help="image folder (recursive; class sub-folders give labels), .npy or .npz")

@@ -65,6 +65,22 @@ def _config_keys() -> set[str]:
                         keys.add(a.value)
                     elif isinstance(a, ast.Starred) and isinstance(a.value, ast.Name):
                         keys.update(tuples.get(a.value.id, ()))
+    return keys | _schema_keys()
+
+
+def _schema_keys() -> set[str]:
+    """The keys the file's one schema declares (edgekit.inspect.schema.Section), in every module that
+    declares a section of it."""
+    import importlib
+
+    from edgekit.inspect.schema import Section
+
+    keys: set[str] = set()
+    for name in ("edgekit.inspect.config", "edgekit.inspect.sinkconfig", "edgekit.inspect.parts.config",
+                 "edgekit.inspect.dashboard.config", "edgekit.fleet.settings"):
+        for value in vars(importlib.import_module(name)).values():
+            if isinstance(value, Section):
+                keys.update(value.keys)
     return keys
 
 
