@@ -1,8 +1,8 @@
 """The dashboard's cost to the loop: fps with 0, 1 and 5 viewers reading the live view.
 
-    python benchmarks/dashboard.py [--rounds 5] [--frames 200] [--models ../shared/models]
+    python benchmarks/dashboard.py [--rounds 5] [--frames 200] [--models tests/data]
 
-The SSD MobileNet model from ../shared/models on a 640x480 MJPG video of the kites photo panning by,
+The SSD MobileNet model from tests/data on a 640x480 MJPG video of the kites photo panning by,
 every frame of the file (Detector.stream, as `edgekit detect` runs a file), each result handed to a
 Dashboard (what a cell with [dashboard] and `edgekit detect --serve` do). Viewers are HTTP clients
 reading /stream.mjpg in processes of their own, started before the run. Conditions:
@@ -160,8 +160,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--frames", type=int, default=200)
-    ap.add_argument("--models", type=Path, default=ROOT.parent / "shared" / "models")
-    ap.add_argument("--images", type=Path, default=ROOT.parent / "shared" / "images")
+    ap.add_argument("--models", type=Path, default=ROOT / "tests" / "data")
+    ap.add_argument("--images", type=Path, default=ROOT / "tests" / "data")
     args = ap.parse_args()
     model, labels = args.models / "ssd_mobilenet_v1_coco_quant.tflite", args.models / "coco_labels.txt"
     if not model.is_file():

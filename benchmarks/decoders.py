@@ -4,7 +4,7 @@ Outputs of the sizes published models give (DeepLab v3 [1, 513, 513, 21] scores 
 arg-max map, a [1, 257, 257, 21] segmenter, MoveNet single [1, 1, 17, 3] and multi [1, 6, 56],
 MediaPipe's face (896 anchors) and palm (2016 anchors) detectors), filled with values shaped like
 real ones (blobs, a few objects); every decoder runs once per round, rounds interleave with an
-inference of the SSD MobileNet in ../shared/models (300x300, uint8), and the figures are medians.
+inference of the SSD MobileNet in tests/data (300x300, uint8), and the figures are medians.
 
     python benchmarks/decoders.py [--rounds 40] [--threads N] [--model MODEL]
 """
@@ -31,7 +31,7 @@ from edgekit.preprocess import ResizeMode, fit  # noqa: E402
 from edgekit.runtimes import load_model  # noqa: E402
 from edgekit.segment import draw_segmentation, find_regions, segmentation_of  # noqa: E402
 
-DEFAULT_MODEL = ROOT.parent / "shared" / "models" / "ssd_mobilenet_v1_coco_quant.tflite"
+DEFAULT_MODEL = ROOT / "tests" / "data" / "ssd_mobilenet_v1_coco_quant.tflite"
 FRAME_HW = (480, 640)
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/fleet.py [--devices 20] [--rounds 3] [--poll 2.0]
 
-Needs ../shared/models (mobilenet_v1_0.25_128_quant), ../shared/images and, for the notification
+Needs tests/data (mobilenet_v1_0.25_128_quant and its photos) and, for the notification
 rounds, mosquitto. Each device is a FleetFollower, a ModelWatcher and an inference loop at 10 fps
 in threads of this process (tests/edgekit/fleet/conftest.py's Device). Two fleets run side by side:
 one woken by the MQTT notification of `edgekit release --mqtt` (its own polls an hour apart),

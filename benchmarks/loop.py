@@ -50,14 +50,14 @@ from edgekit.sources import VideoSource, parse_source
 from edgekit.tasks import Detector
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+DATA = ROOT / "tests" / "data"  # the real models and photos a clone carries (tests/data/README.md)
 sys.path.insert(0, str(ROOT))
 from benchmarks._common import rotated  # noqa: E402
 from benchmarks.startup import run_once  # noqa: E402 - peak RSS of a child, through GNU time
 
 
 def make_video(path: Path, frames: int, fps: float) -> Path:
-    photo = cv2.imread(str(SHARED / "images" / "kite_and_cold.jpg"))
+    photo = cv2.imread(str(DATA / "kite_and_cold.jpg"))
     base = cv2.resize(photo, (640, 480), interpolation=cv2.INTER_AREA)
     w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (640, 480))
     for i in range(frames):
@@ -262,7 +262,7 @@ def latency(det: Detector, tmp: Path, fps: float, args: argparse.Namespace) -> N
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-m", "--model", default=str(SHARED / "models" / "ssd_mobilenet_v1_coco_quant.tflite"))
+    ap.add_argument("-m", "--model", default=str(DATA / "ssd_mobilenet_v1_coco_quant.tflite"))
     ap.add_argument("--frames", type=int, default=150)
     ap.add_argument("--rates", default="30,150", help="camera frame rates for the freshness runs")
     ap.add_argument("--buffers", type=int, default=4, help="frames a camera driver queues (V4L2 in OpenCV: 4)")

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loop import SHARED, make_video  # noqa: E402
+from loop import DATA, make_video  # noqa: E402
 
 from edgekit.runtimes import load_model  # noqa: E402
 from edgekit.runtimes.timing import machine_line  # noqa: E402
@@ -183,7 +183,7 @@ def stamped_run(det: Detector, video: Path, fps: float | None,
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-m", "--model", default=str(SHARED / "models" / "ssd_mobilenet_v1_coco_quant.tflite"))
+    ap.add_argument("-m", "--model", default=str(DATA / "ssd_mobilenet_v1_coco_quant.tflite"))
     ap.add_argument("--frames", type=int, default=150)
     ap.add_argument("--rates", default="0,30", help="0: flat out; else camera frame rates")
     ap.add_argument("--threads", type=int, default=None)

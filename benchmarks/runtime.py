@@ -12,7 +12,7 @@ Every inference is timed on its own; the figures are medians. A second pass skip
 
     python benchmarks/runtime.py [MODEL] [--blocks 60] [--per-block 5] [--threads N]
 
-MODEL defaults to the SSD MobileNet in ../shared/models. Target: Model.run under 3% over bare.
+MODEL defaults to the SSD MobileNet in tests/data. Target: Model.run under 3% over bare.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 from edgekit.runtimes import load_model
 from edgekit.runtimes.timing import machine_line
 
-DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "shared" / "models" / "ssd_mobilenet_v1_coco_quant.tflite"
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "tests" / "data" / "ssd_mobilenet_v1_coco_quant.tflite"
 TARGET_OVERHEAD = 0.03
 
 

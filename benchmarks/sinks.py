@@ -13,7 +13,7 @@
     alternate off/on so other load on the machine hits both alike; the median round is
     reported. Target: on/off >= 0.95.
 
-Needs mosquitto (apt-get install mosquitto) and the real models in ../shared.
+Needs mosquitto (apt-get install mosquitto) and the real models in tests/data.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from edgekit.runtimes.timing import machine_line
 from edgekit.sinks.mqtt import MqttConfig, MqttSink
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+DATA = ROOT / "tests" / "data"
 
 
 def free_port() -> int:
@@ -111,7 +111,7 @@ def start_receiver() -> tuple[subprocess.Popen[bytes], int]:
 
 
 def make_video(path: Path, frames: int) -> Path:
-    base = cv2.resize(cv2.imread(str(SHARED / "images" / "kite_and_cold.jpg")), (640, 480))
+    base = cv2.resize(cv2.imread(str(DATA / "kite_and_cold.jpg")), (640, 480))
     w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30, (640, 480))
     for i in range(frames):
         w.write(np.roll(base, 3 * i, axis=1))
@@ -120,7 +120,7 @@ def make_video(path: Path, frames: int) -> Path:
 
 
 def config(folder: Path, video: Path, sinks: str) -> Path:
-    models = SHARED / "models"
+    models = DATA
     path = folder / f"cell-{time.time_ns()}.toml"
     path.write_text(f"""
 device = "bench"

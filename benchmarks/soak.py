@@ -11,7 +11,7 @@ warm-up ended), the figure README's reliability section quotes, and the trend of
 after warm-up (a least-squares line, what tests/edgekit/test_soak.py bounds: a leak grows
 steadily and reads in full, while one of the allocator's one-off steps reads as less than its size).
 
-Without --model it uses mobilenet_v1_0.25_128_quant.tflite from ../shared/models (a
+Without --model it uses mobilenet_v1_0.25_128_quant.tflite from tests/data (a
 classifier) or, absent that, a tiny int8 model it builds itself; without --video it writes
 a 64-frame MJPG clip of kite_and_cold.jpg (or of noise) to a temporary folder.
 """
@@ -32,7 +32,7 @@ import numpy as np
 from edgekit.runtimes.timing import machine_line
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+DATA = ROOT / "tests" / "data"
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def write_clip(path: Path, frames: int = 64, size: tuple[int, int] = (320, 240))
     """An MJPG .avi that pans over kite_and_cold.jpg (noise when the photo is absent)."""
     import cv2
 
-    photo = SHARED / "images" / "kite_and_cold.jpg"
+    photo = DATA / "kite_and_cold.jpg"
     base = cv2.imread(str(photo)) if photo.exists() else None
     if base is None:
         base = np.random.default_rng(0).integers(0, 256, (900, 1352, 3), dtype=np.uint8)
@@ -134,7 +134,7 @@ def write_clip(path: Path, frames: int = 64, size: tuple[int, int] = (320, 240))
 
 
 def default_model(folder: Path) -> Path:
-    shared = SHARED / "models" / "mobilenet_v1_0.25_128_quant.tflite"
+    shared = DATA / "mobilenet_v1_0.25_128_quant.tflite"
     if shared.exists():
         return shared
     sys.path.insert(0, str(ROOT))
