@@ -27,6 +27,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     monkeypatch.delenv("EDGEKIT_ISOLATE", raising=False)
     monkeypatch.setattr(loader_module, "try_in_child", lambda *a, **k: [])
     monkeypatch.setattr("edgekit.tasks.load_model", spy)
+    monkeypatch.setattr("edgekit.commands.detect.load_model", spy)  # detect loads the file once, then the task
     return calls
 
 
