@@ -22,8 +22,9 @@ The device side never imports TensorFlow; ``edgekit.converters`` (the workstatio
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from edgekit._lazy import exported_names, load_export
 
 # Names are imported when first used (PEP 562), so `import edgekit.runtimes` or
 # `import edgekit.contract` loads numpy and the interpreter alone: no OpenCV, no video loop.
@@ -68,16 +69,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'edgekit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once imported, a plain attribute
-    return value
+    return load_export(__name__, _EXPORTS, globals(), name)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return exported_names(globals(), __all__)
 
 
 __version__ = "0.1.0"

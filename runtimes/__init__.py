@@ -11,8 +11,9 @@ Imports numpy and a TFLite interpreter only, never TensorFlow::
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from edgekit._lazy import exported_names, load_export
 
 # Names load with their module when first used (PEP 562), as in edgekit/__init__.py: the CLI asks
 # edgekit.runtimes.native_log or .isolation a question before it knows whether a model will load
@@ -40,21 +41,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        try:  # a submodule not imported yet (`edgekit.runtimes.loader` after `import edgekit.runtimes`)
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once imported, a plain attribute
-    return value
+    # an unlisted name may be a submodule not imported yet (`edgekit.runtimes.loader` after `import edgekit.runtimes`)
+    return load_export(__name__, _EXPORTS, globals(), name, submodules=True)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return exported_names(globals(), __all__)
 
 
 __all__ = [

@@ -130,3 +130,12 @@ def opener_of(*readers: FakeReader | Exception) -> Callable[[SourceSpec], FakeRe
         return item
 
     return open_
+
+
+@pytest.fixture()
+def passed_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The per-user cache of models that passed isolation (edgekit.runtimes.passed), turned on in a
+    folder of the test's own: the path of its file."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("EDGEKIT_ISOLATE_CACHE", raising=False)
+    return tmp_path / "xdg" / "edgekit" / "isolation-passed.json"

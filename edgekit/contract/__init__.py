@@ -47,8 +47,9 @@ every key optional, absent keys fall back to recognition from shapes):
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from edgekit._lazy import exported_names, load_export
 
 # Names load with their module when first used (PEP 562): a classifier's start-up reads the
 # enums, the spec and the decoders, never the anchors, keypoints or segmentation readers it has
@@ -118,16 +119,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'edgekit.contract' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once imported, a plain attribute
-    return value
+    return load_export(__name__, _EXPORTS, globals(), name)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return exported_names(globals(), __all__)
 
 
 __all__ = [

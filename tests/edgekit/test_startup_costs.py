@@ -82,13 +82,6 @@ def test_percentiles_of_a_full_window_and_of_none() -> None:
 
 
 @pytest.fixture()
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv("EDGEKIT_ISOLATE_CACHE", raising=False)
-    return tmp_path / "xdg" / "edgekit" / "isolation-passed.json"
-
-
-@pytest.fixture()
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The formats the gray-frame check looked at (the real check still runs)."""
     seen: list[str] = []
@@ -103,14 +96,14 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.mark.parametrize("task, options", [(Detector, DetectorOptions), (Classifier, ClassifierOptions)])
-def test_the_value_check_runs_once_per_file_that_passed_isolation(cache: Path, checks: list[str], tmp_path: Path,
+def test_the_value_check_runs_once_per_file_that_passed_isolation(passed_cache: Path, checks: list[str], tmp_path: Path,
                                                                  task, options) -> None:  # type: ignore[no-untyped-def]
     model = tmp_path / "m.tflite"
     model.write_bytes((SSD if task is Detector else SMALL).read_bytes())
     for _ in range(3):
         task(options(model=model, isolate=True, warmup=0)).close()
     assert len(checks) == 1
-    settings = next(iter(json.loads(cache.read_text())["passed"].values()))
+    settings = next(iter(json.loads(passed_cache.read_text())["passed"].values()))
     assert any(s.startswith(f"values|{checks[0]}|") for s in settings)
     task(options(model=model, isolate=True, warmup=0, resize="letterbox")).close()  # other preprocessing: checked
     assert len(checks) == 2
@@ -121,22 +114,22 @@ def test_the_value_check_runs_once_per_file_that_passed_isolation(cache: Path, c
     assert len(checks) == 3
 
 
-def test_without_isolation_or_a_cache_the_check_runs_every_time(cache: Path, checks: list[str],
+def test_without_isolation_or_a_cache_the_check_runs_every_time(passed_cache: Path, checks: list[str],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(2):
         Classifier(ClassifierOptions(model=SMALL, isolate=False)).close()
-    assert len(checks) == 2 and not cache.exists()  # a path whose digest is unknown is not hashed for it
+    assert len(checks) == 2 and not passed_cache.exists()  # a path whose digest is unknown is not hashed for it
     monkeypatch.setenv("EDGEKIT_ISOLATE_CACHE", "0")
     for _ in range(2):
         Classifier(ClassifierOptions(model=SMALL, isolate=True)).close()
     assert len(checks) == 4
 
 
-def test_a_check_is_remembered_only_for_a_path_known_by_its_stat(cache: Path, tmp_path: Path) -> None:
+def test_a_check_is_remembered_only_for_a_path_known_by_its_stat(passed_cache: Path, tmp_path: Path) -> None:
     model = tmp_path / "m.tflite"
     model.write_bytes(b"x" * 100)
     remember_check(str(model), "values|ssd")  # never isolated here: nothing known, nothing written
-    assert not check_passed(str(model), "values|ssd") and not cache.exists()
+    assert not check_passed(str(model), "values|ssd") and not passed_cache.exists()
     remember_passed(str(model), model.read_bytes(), "ai_edge_litert 2.3.0", "xnnpack")
     remember_check(str(model), "values|ssd")
     assert check_passed(str(model), "values|ssd") and not check_passed(str(model), "values|yolo")

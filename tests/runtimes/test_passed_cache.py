@@ -18,13 +18,6 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 @pytest.fixture()
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv("EDGEKIT_ISOLATE_CACHE", raising=False)
-    return tmp_path / "xdg" / "edgekit" / "isolation-passed.json"
-
-
-@pytest.fixture()
 def children(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the children started (the real probe still runs)."""
     calls: list[int] = []
@@ -38,15 +31,15 @@ def children(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_a_model_that_passed_is_not_tried_again(cache: Path, children: list[int], tmp_path: Path) -> None:
+def test_a_model_that_passed_is_not_tried_again(passed_cache: Path, children: list[int], tmp_path: Path) -> None:
     model = tmp_path / "m.tflite"
     model.write_bytes((DATA / "mobilenet_v1_0.25_128_quant.tflite").read_bytes())
     for _ in range(3):
         with load_model(model, isolate=True):
             pass
-    assert len(children) == 1 and cache_file() == cache and cache.exists()
-    assert oct(cache.parent.stat().st_mode & 0o777) == "0o700"
-    doc = json.loads(cache.read_text())
+    assert len(children) == 1 and cache_file() == passed_cache and passed_cache.exists()
+    assert oct(passed_cache.parent.stat().st_mode & 0o777) == "0o700"
+    doc = json.loads(passed_cache.read_text())
     assert len(doc["passed"]) == 1 and str(model) in doc["paths"]
     data = bytearray(model.read_bytes())  # another content: tried again
     data[-1] ^= 1
@@ -61,7 +54,7 @@ def test_a_model_that_passed_is_not_tried_again(cache: Path, children: list[int]
     assert len(children) == 2
 
 
-def test_the_setting_and_the_switch(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_setting_and_the_switch(passed_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = tmp_path / "m.tflite"
     model.write_bytes(b"x" * 100)
     remember_passed(str(model), model.read_bytes(), "ai_edge_litert 2.3.0", "xnnpack")
@@ -74,9 +67,9 @@ def test_the_setting_and_the_switch(cache: Path, tmp_path: Path, monkeypatch: py
     assert cache_file() is None and not has_passed(str(model), model.read_bytes(), "ai_edge_litert 2.3.0", "xnnpack")
 
 
-def test_a_damaged_cache_is_ignored(cache: Path, children: list[int]) -> None:
-    cache.parent.mkdir(parents=True)
-    cache.write_text("{not json")
+def test_a_damaged_cache_is_ignored(passed_cache: Path, children: list[int]) -> None:
+    passed_cache.parent.mkdir(parents=True)
+    passed_cache.write_text("{not json")
     with load_model(DATA / "mobilenet_v1_0.25_128_quant.tflite", isolate=True):
         pass
-    assert len(children) == 1 and json.loads(cache.read_text())["passed"]
+    assert len(children) == 1 and json.loads(passed_cache.read_text())["passed"]
