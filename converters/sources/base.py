@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SourceModel", "NormalizationLayer", "FloatReference", "PreprocessingHint", "INPUT_KINDS"]
 
-_Split = TypeVar("_Split")  # edgekit.converters.data.DataSplit (which imports this module)
+SplitT = TypeVar("SplitT")  # edgekit.converters.data.DataSplit (which imports this module)
 
 # What `edgekit convert` takes, for --help and error messages.
 INPUT_KINDS = ("Keras (.keras/.h5)", "SavedModel folder", "ONNX (.onnx, via onnx2tf)", "float .tflite")
@@ -101,7 +101,7 @@ class SourceModel:
         """Make what the converter reads, once calibration inputs `x` and their normalization are known
         (ONNX runs onnx2tf here). The other kinds are ready from the start."""
 
-    def to_model_layout(self, data: _Split) -> _Split:
+    def to_model_layout(self, data: SplitT) -> SplitT:
         """The calibration/validation split with its samples in the model's own layout (images are
         prepared as (N, H, W, C) everywhere in edgekit)."""
         return data

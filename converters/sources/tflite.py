@@ -24,7 +24,7 @@ import numpy as np
 from edgekit.contract.enums import Layout
 from edgekit.contract.metadata import ModelMetadata
 from edgekit.converters.data import DataSplit, Samples
-from edgekit.converters.sources.base import PreprocessingHint, SourceModel, _Split
+from edgekit.converters.sources.base import PreprocessingHint, SourceModel, SplitT
 from edgekit.converters.tflite_head import TFLiteReference, split_tflite_head
 from edgekit.runtimes.support_metadata import read_support_metadata
 from edgekit.errors import ConversionError, InputError, ModelError
@@ -52,7 +52,7 @@ class FloatTFLiteSource(SourceModel):
     def float_tflite(self) -> bytes | None:
         return self.float_model
 
-    def to_model_layout(self, data: _Split) -> _Split:
+    def to_model_layout(self, data: SplitT) -> SplitT:
         """An NCHW model gets its (N, H, W, C) images transposed."""
         if self.layout is not Layout.NCHW:
             return data
@@ -63,7 +63,7 @@ class FloatTFLiteSource(SourceModel):
                 return samples
             return dataclasses.replace(samples, x=np.ascontiguousarray(samples.x.transpose(0, 3, 1, 2)))
 
-        return cast(_Split, dataclasses.replace(split, calibration=nchw(split.calibration),
+        return cast(SplitT, dataclasses.replace(split, calibration=nchw(split.calibration),
                                                 validation=nchw(split.validation)))
 
     def close(self) -> None:
