@@ -138,7 +138,7 @@ def _pool(source: Any, ctx: _Ctx, limit: int, split: str = "val") -> _Pool:
         if not path.exists():
             raise InputError(f"data {str(path)!r} does not exist; pass an image folder, a .npy or a .npz file")
         if ctx.pre is not None and (found := find_detection_set(path, split)) is not None:
-            return _detection_pool(found, ctx)
+            return _detection_pool(found, ctx.pre)
         if path.is_dir():
             return _folder_pool(path, ctx)
         if path.suffix.lower() in (".npy", ".npz"):
@@ -194,10 +194,9 @@ def _folder_pool(root: Path, ctx: _Ctx) -> _Pool:
     return _Pool(len(files), take, f"folder {str(root)!r}", names, notes)
 
 
-def _detection_pool(found: DetectionSet, ctx: _Ctx) -> _Pool:
+def _detection_pool(found: DetectionSet, pre: Preprocessing) -> _Pool:
     """Images of a detection data set (YOLO, COCO, labels.json) with their objects as the truth."""
     paths = [str(p) for p in found.files]
-    pre = ctx.pre
 
     def take(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, tuple[Transform, ...] | None]:
         x, transforms = decode_images([paths[i] for i in idx], pre, f"reading {found.origin}")

@@ -220,11 +220,14 @@ def detections(outputs: ModelOutputs, metadata: dict[str, Any] | OutputFormat, t
     try:
         # The device's reading of the same tensors and metadata (its input size weighs in, as on the device).
         decoder = decoder_for(read_tensors(outputs.specs, meta, inputs=outputs.inputs).with_options(threshold=threshold))
-        fallback = transforms is None and Transform.identity(_input_size(outputs))
+        steps = transforms if transforms is not None else (Transform.identity(_input_size(outputs)),) * n
     except ModelError as exc:
         raise ConversionError(f"cannot decode the detector's outputs: {exc}") from None
-    return [decoder([a[i] for a in outputs.arrays], transforms[i] if transforms is not None else fallback)
-            for i in range(n)]  # type: ignore[misc]
+    found = [decoder([a[i] for a in outputs.arrays], steps[i]) for i in range(n)]
+    boxes = [d for d in found if isinstance(d, Detections)]
+    if len(boxes) != n:
+        raise ConversionError(f"the outputs read as {decoder.format.value}, not as detections")
+    return boxes
 
 
 def _input_size(outputs: ModelOutputs) -> tuple[int, int]:

@@ -65,7 +65,7 @@ def drop_points(metrics: Metrics | None) -> tuple[float | None, str]:
     """The loss in points and what it is measured on: labels, else agreement, else mAP."""
     if metrics is None:
         return None, "none"
-    if getattr(metrics, "map50_truth", None) is not None and getattr(metrics, "float_map50_truth", None) is not None:
+    if metrics.map50_truth is not None and metrics.float_map50_truth is not None:
         return round(100 * (metrics.float_map50_truth - metrics.map50_truth), 4), "map50-truth"
     if metrics.accuracy is not None and metrics.float_accuracy is not None:
         return round(100 * (metrics.float_accuracy - metrics.accuracy), 4), "accuracy"

@@ -67,7 +67,7 @@ class Preprocessing:
         return lo, hi
 
     def to_metadata(self) -> dict[str, Any]:
-        doc = {"input_size": [int(self.input_size[0]), int(self.input_size[1])],
+        doc: dict[str, Any] = {"input_size": [int(self.input_size[0]), int(self.input_size[1])],
                "resize": self.resize.value, "color": self.color.value.upper(),
                "mean": [float(m) for m in self.mean], "std": [float(s) for s in self.std]}
         if self.interpolation is not Interpolation.AUTO:

@@ -379,7 +379,7 @@ def _lut(spec: TensorSpec, mean: np.ndarray | None, std: np.ndarray | None) -> n
 def _mean_std(norm: Normalization | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     if norm is None or norm.mean is None or norm.std is None:
         return None, None
-    return np.float32(norm.mean), np.float32(norm.std)
+    return np.asarray(norm.mean, np.float32), np.asarray(norm.std, np.float32)
 
 
 def _fill(src: np.ndarray, out: np.ndarray, spec: TensorSpec, mean: Any, std: Any) -> None:

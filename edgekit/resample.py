@@ -67,7 +67,7 @@ def warp_into(image: np.ndarray, view: np.ndarray, mode: ResizeMode, pad_value: 
     else:
         sx = sy = min(dw / w, dh / h)
         px, py = (dw - w * sx) / 2, (dh - h * sy) / 2
-    m = np.float64([[sx, 0.0, px], [0.0, sy, py]])
+    m = np.array([[sx, 0.0, px], [0.0, sy, py]], np.float64)
     out = cv2.warpAffine(image, m, (dw, dh), dst=view, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
                          borderValue=(pad_value,) * 3)
     if not np.shares_memory(out, view):

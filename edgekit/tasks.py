@@ -169,6 +169,11 @@ def _check_classes(classes: Sequence[str | int] | None, labels: Sequence[str] | 
 _T = TypeVar("_T", bound="_Task")
 
 
+def _options_kind(task: _Task, wanted: str) -> str:
+    return (f"a {type(task).__name__} takes {wanted}, got {type(task.options).__name__}; "
+            f"make it with {type(task)._options_type.__name__}(model=...)")
+
+
 class _Task:
     """What Detector and Classifier share: loading, the engine, streams, closing."""
 
@@ -185,7 +190,7 @@ class _Task:
         """The task for the model at ``path``; keyword arguments are its options class's fields."""
         return cls(cls._options_type(model=path, **options))
 
-    def __init__(self, options: DetectorOptions | ClassifierOptions, model: Model | None = None) -> None:
+    def __init__(self, options: TaskOptions, model: Model | None = None) -> None:
         """``model``: the options' model, loaded already (the task owns it from here and closes it)."""
         self.options = options
         self.model = model if model is not None else \
@@ -203,6 +208,8 @@ class _Task:
 
     def _build_engine(self, model: Model) -> ModelEngine:
         """The engine for ``model`` (a task of another kind, e.g. edgekit.tasks_vision's, builds its own)."""
+        if not isinstance(self.options, (DetectorOptions, ClassifierOptions)):
+            raise InputError(_options_kind(self, "DetectorOptions or ClassifierOptions"))
         return make_engine(model, self.options)
 
     def _check_values(self) -> None:

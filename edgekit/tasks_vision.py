@@ -32,7 +32,7 @@ from edgekit.errors import InputError, ModelError
 from edgekit.results import Result
 from edgekit.runtimes.model import Model
 from edgekit.segment import Segmentation, segmentation_of
-from edgekit.tasks import ModelEngine, TaskOptions, _labels, _Task
+from edgekit.tasks import ModelEngine, TaskOptions, _labels, _options_kind, _Task
 
 __all__ = ["SegmenterOptions", "PoseEstimatorOptions", "Segmenter", "PoseEstimator", "make_vision_engine",
            "segmenter_for"]
@@ -121,7 +121,9 @@ def make_vision_engine(model: Model, options: SegmenterOptions | PoseEstimatorOp
 
 class _VisionTask(_Task):
     def _build_engine(self, model: Model) -> ModelEngine:
-        return make_vision_engine(model, self.options)  # type: ignore[arg-type]
+        if not isinstance(self.options, (SegmenterOptions, PoseEstimatorOptions)):
+            raise InputError(_options_kind(self, "SegmenterOptions or PoseEstimatorOptions"))
+        return make_vision_engine(model, self.options)
 
 
 class Segmenter(_VisionTask):

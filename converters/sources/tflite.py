@@ -164,9 +164,9 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
     own = (Provenance.EDGEKIT, Provenance.ULTRALYTICS)  # Ultralytics' own metadata, translated, is edgekit's
     if dev is not None and dev.sources.get("normalization") in own and dev.normalization is not None \
             and dev.normalization.mean is not None and dev.normalization.std is not None:
-        hint = PreprocessingHint(dev.normalization.mean, dev.normalization.std, dev.resize.value,
-                                 "the model's edgekit metadata", dev.interpolation.value, dev.box_mapping.value)
-        return labels, hint
+        return labels, PreprocessingHint(dev.normalization.mean, dev.normalization.std, dev.resize.value,
+                                         "the model's edgekit metadata", dev.interpolation.value,
+                                         dev.box_mapping.value)
     support = info.support if info is not None else read_support_metadata(data, parsed)  # MediaPipe / Model Maker
     if support is not None:
         hint = None

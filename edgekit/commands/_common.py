@@ -278,7 +278,7 @@ def stop_on_signals(stream: Stream, received: list[str]) -> Iterator[None]:
         name = signal.Signals(signum).name
         received.append(name)
         stream.stop(name)
-        signal.signal(signum, old[signum])  # a second Ctrl-C does not wait for the clean stop
+        signal.signal(signum, old[signal.Signals(signum)])  # a second Ctrl-C does not wait for the clean stop
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -327,7 +327,7 @@ def close_all(command: str, sinks: list[Any], failing: bool = False) -> None:
         except Exception as exc:  # noqa: BLE001 - close the others first, then report
             errors.append(exc)
     if errors and failing:
-        for exc in errors:
-            print(f"edgekit {command}: error: {exc}", file=sys.stderr)
+        for error in errors:
+            print(f"edgekit {command}: error: {error}", file=sys.stderr)
     elif errors:
         raise errors[0]

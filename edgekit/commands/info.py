@@ -164,7 +164,8 @@ def _support_summary(support: dict[str, Any] | None) -> str:
         return "none"
     from edgekit.runtimes.support_metadata import SupportMetadata
 
-    return SupportMetadata(**{k: tuple(v) if isinstance(v, list) else v for k, v in support.items()}).describe()
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in support.items()}  # its JSON
+    return SupportMetadata(**fields).describe()
 
 
 def _preprocessing_text(pre: dict[str, Any] | None) -> str:

@@ -124,7 +124,7 @@ def _preprocessing_options(args: argparse.Namespace) -> dict[str, Any]:
         mean = [-lo * std[0]]
     if (mean is None) != (std is None):
         raise InputError("give both --mean and --std (or --range MIN MAX)")
-    if mean is not None:
+    if mean is not None and std is not None:
         norm = Normalization(tuple(mean), tuple(std))  # one number or three, std not 0 (InputError)
         out["mean"], out["std"] = list(norm.mean or ()), list(norm.std or ())
     pad = getattr(args, "pad_value", None)

@@ -241,7 +241,7 @@ def decode_anchor_boxes(raw: np.ndarray, anchors: np.ndarray, o: AnchorDecodeOpt
     """Raw locations (N, num_coords) -> boxes float32 (N, 4) x1, y1, x2, y2 and keypoints float32
     (N, K, 2) x, y, all normalized to the input (MediaPipe's ``DecodeBoxes``)."""
     r = np.asarray(raw, dtype=np.float32)
-    b = r[:, o.box_coord_offset:o.box_coord_offset + 4]
+    b: np.ndarray = r[:, o.box_coord_offset:o.box_coord_offset + 4]  # float32, or its sizes' exp float64
     ax, ay, aw, ah = anchors[:, 0], anchors[:, 1], anchors[:, 2], anchors[:, 3]
     if o.box_coding is BoxCoding.YXHW:
         y, x, h, w = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
@@ -297,7 +297,9 @@ def suppress(boxes: np.ndarray, scores: np.ndarray, keypoints: np.ndarray, *, io
     score-weighted mean of every remaining box overlapping it by more than ``iou_threshold``
     (itself included); PLAIN keeps the box as it is."""
     order = np.argsort(-scores, kind="stable")
-    kept_b, kept_s, kept_k = [], [], []
+    kept_b: list[np.ndarray] = []
+    kept_s: list[float] = []
+    kept_k: list[np.ndarray] = []
     while order.size and len(kept_b) < max_results:
         top = order[0]
         near = _iou(boxes[top], boxes[order]) > iou_threshold
@@ -310,7 +312,7 @@ def suppress(boxes: np.ndarray, scores: np.ndarray, keypoints: np.ndarray, *, io
         else:
             kept_b.append(boxes[top])
             kept_k.append(keypoints[top])
-        kept_s.append(scores[top])
+        kept_s.append(float(scores[top]))
         order = order[~near]
     k = keypoints.shape[1] if keypoints.ndim == 3 else 0
     if not kept_b:
@@ -352,17 +354,17 @@ def decode_anchors(raw_boxes: np.ndarray, raw_scores: np.ndarray, spec: AnchorSp
     sane = (boxes[:, 2] >= boxes[:, 0]) & (boxes[:, 3] >= boxes[:, 1])
     keep, boxes, kps = keep[sane], boxes[sane], kps[sane]
     # NMS per class on the normalized boxes, as MediaPipe does before projecting them.
-    out_b, out_s, out_k, out_i = [], [], [], []
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # boxes, scores, keypoints, ids
     for c in np.unique(ids[keep]):
         m = ids[keep] == c
         kb, ks, kk = suppress(boxes[m], scores[keep][m], kps[m], iou_threshold=o.iou_threshold,
                               algorithm=o.nms, max_results=o.max_results)
-        out_b.append(kb), out_s.append(ks), out_k.append(kk), out_i.append(np.full(len(ks), c, np.int32))
-    if not out_b:
+        found.append((kb, ks, kk, np.full(len(ks), c, np.int32)))
+    if not found:
         k = o.num_keypoints
         return AnchorDecoded(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32),
                              np.zeros((0, k, 2), np.float32))
-    kb, ks, kk, ki = (np.concatenate(x) for x in (out_b, out_s, out_k, out_i))
+    kb, ks, kk, ki = (np.concatenate(x) for x in zip(*found))
     order = np.argsort(-ks, kind="stable")[:o.max_results]
     corners = normalized_points_to_source(kb[order].reshape(-1, 2, 2), transform).reshape(-1, 4)
     return AnchorDecoded(corners, ks[order], ki[order], normalized_points_to_source(kk[order], transform))

@@ -132,7 +132,8 @@ def _yolo_candidates(outputs: Sequence[np.ndarray], where: YoloOutputs,
     return _with_objectness(a[:, :4], a[:, 4:], threshold)
 
 
-def _with_objectness(boxes: np.ndarray, scores: np.ndarray, threshold: float) -> tuple[np.ndarray, ...]:
+def _with_objectness(boxes: np.ndarray, scores: np.ndarray,
+                     threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """YOLOv5 rows: boxes (N, 4), then objectness and class scores (N, 1+C); score = objectness * best class."""
     rows = np.flatnonzero(scores[:, 0] > threshold)  # class scores are <= 1, so objectness bounds the score
     cls = scores[rows, 1:]

@@ -125,7 +125,7 @@ def decode_hand_landmarks(outputs: Sequence[np.ndarray], transform: PixelMapping
         return Poses(np.zeros((0, k, 2)), np.zeros((0, k)), np.zeros(0), names=HAND_KEYPOINTS,
                      skeleton=HAND_SKELETON, handedness=())
     xyz = np.asarray(outputs[0], np.float32).reshape(k, 3)
-    xy = xyz[:, :2] / np.float32(input_size)
+    xy = xyz[:, :2] / np.asarray(input_size, np.float32)
     left = float(np.asarray(outputs[2], np.float32).ravel()[0])
     names = tuple(labels) if len(labels) == 2 else ("Left", "Right")
     return Poses(normalized_points_to_source(xy[None], transform), np.full((1, k), presence), np.array([presence]),

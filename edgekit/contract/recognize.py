@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -36,6 +36,10 @@ def _split_pair(shapes: list[tuple[int, ...]]) -> bool:
     return (a[2] == b[2] and 4 in (a[1], b[1]) and a[2] > 4) or (a[1] == b[1] and 4 in (a[2], b[2]) and a[1] > 4)
 
 
+@overload
+def task_of(fmt: OutputFormat) -> Task: ...
+@overload
+def task_of(fmt: None) -> None: ...
 def task_of(fmt: OutputFormat | None) -> Task | None:
     """The task a format serves (None for None)."""
     if fmt is None:

@@ -10,13 +10,14 @@ image is ``(0, 0, W, H)`` and the mapping between image and input is exact.
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple, Protocol
+from typing import Any, Mapping, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from edgekit.contract.enums import BoxMapping, ColorOrder, Interpolation, Layout, ResizeMode
+from edgekit.contract.enums import BoxMapping, Choice, ColorOrder, Interpolation, Layout, ResizeMode
 from edgekit.errors import InputError, ModelError
 
 __all__ = ["LETTERBOX_PAD", "Normalization", "Transform", "ImageInput", "TensorLike", "ResizePlan", "plan_resize",
@@ -77,7 +78,7 @@ class Normalization:
             raise InputError("this Normalization has no mean/std; edgekit.preprocess.to_input applies the "
                              "input type's convention")
         a = rgb[..., ::-1] if self.color is ColorOrder.BGR else rgb
-        return (a.astype(np.float32) - np.float32(self.mean)) / np.float32(self.std)
+        return (a.astype(np.float32) - np.asarray(self.mean, np.float32)) / np.asarray(self.std, np.float32)
 
     @classmethod
     def from_metadata(cls, meta: Mapping[str, Any] | None) -> Normalization | None:
@@ -94,7 +95,7 @@ class Normalization:
         if not isinstance(pre, Mapping) or not any(k in pre for k in ("mean", "std", "color")):
             return None
         try:
-            return cls(mean=pre.get("mean"), std=pre.get("std"), color=pre.get("color") or "RGB")
+            return cls(mean=pre.get("mean"), std=pre.get("std"), color=ColorOrder.parse(str(pre.get("color") or "RGB")))
         except (InputError, TypeError) as exc:
             raise ModelError(f"the model's edgekit metadata has invalid preprocessing {dict(pre)}: {exc}. "
                              "Re-export the model with `edgekit convert`.") from None
@@ -110,7 +111,7 @@ def _three(name: str, value: Any) -> tuple[float, float, float]:
 
 
 def _finite_number(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and bool(np.isfinite(v))
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,10 @@ def plan_resize(src_hw: tuple[int, int], dst_wh: tuple[int, int], mode: ResizeMo
     return ResizePlan(tf, x0, y0, nw, nh)
 
 
-def _named(metadata: Mapping[str, Any] | None, key: str, enum: Any, default: Any) -> Any:
+_C = TypeVar("_C", bound=Choice)
+
+
+def _named(metadata: Mapping[str, Any] | None, key: str, enum: type[_C], default: _C) -> _C:
     pre = (metadata or {}).get("preprocessing")
     named = pre.get(key) if isinstance(pre, Mapping) else None
     try:

@@ -114,7 +114,7 @@ def _layout(rng: np.random.Generator, sprites: list[Sprite], size: int, scale: f
     """Top-left corners for sprites on the belt, not overlapping, at least ~60% inside left/right edges."""
     top, bottom = belt_rows(size, scale)
     placed: list[tuple[float, float, float]] = []
-    corners = []
+    corners: list[tuple[int, int] | None] = []
     for sp in sprites:
         h, w = sp.alpha.shape
         for _ in range(30):

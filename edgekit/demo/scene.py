@@ -71,9 +71,9 @@ def _outline(kind: int, rng: np.random.Generator, s: float) -> tuple[np.ndarray,
         inset = hole_r + rng.uniform(3, 5) * s
         holes = [(sx * (w - inset), sy * (h - inset), hole_r) for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
         return poly, holes
-    a, b, t = rng.uniform(30, 40) * s, rng.uniform(26, 36) * s, rng.uniform(15, 19) * s  # L bracket
-    poly = np.array([[0, 0], [a, 0], [a, t], [t, t], [t, b], [0, b]], np.float64)
-    holes = [(a - t / 2 - 2 * s, t / 2, hole_r), (t / 2, b - t / 2 - 2 * s, hole_r)]
+    a, b, bar = rng.uniform(30, 40) * s, rng.uniform(26, 36) * s, rng.uniform(15, 19) * s  # L bracket
+    poly = np.array([[0, 0], [a, 0], [a, bar], [bar, bar], [bar, b], [0, b]], np.float64)
+    holes = [(a - bar / 2 - 2 * s, bar / 2, hole_r), (bar / 2, b - bar / 2 - 2 * s, hole_r)]
     poly, holes_arr = poly - [a / 2, b / 2], np.array(holes)[:, :2] - [a / 2, b / 2]
     return poly, [(x, y, hole_r) for x, y in holes_arr]
 
@@ -145,7 +145,7 @@ def _draw_dent(rng: np.random.Generator, rgb: np.ndarray, free: np.ndarray, s: f
     mask = np.zeros(free.shape, np.uint8)
     ang = float(rng.uniform(0, 180))
     cv2.ellipse(mask, (at, (2 * rx, 2 * ry), ang), 255, -1)
-    h, w = mask.shape
+    h, w = free.shape  # the mask's shape (numpy's stubs type np.zeros(shape) of an unknown shape as 0-d)
     # A dent is a shallow crater: the side facing the light is dark, the far side bright.
     t = (np.arange(w, dtype=np.float32) - at[0] + np.arange(h, dtype=np.float32)[:, None] - at[1]) / (max(rx, ry) * 1.2)
     shade = np.clip(t, -1, 1) * rng.uniform(45, 70) - rng.uniform(10, 25)
@@ -200,10 +200,10 @@ def render_part(rng: np.random.Generator, scale: float, p_defect: float = 0.8) -
     for _, m in defects:
         free[m > 0] = 0
     for cls in (c for c in wanted if c != MISSING_HOLE):
-        m = (_draw_scratch if cls == SCRATCH else _draw_dent)(rng, rgb, free, s, metal)
-        if m is not None:
-            free[cv2.dilate(m, np.ones((3, 3), np.uint8)) > 0] = 0
-            defects.append((cls, m))
+        mark = (_draw_scratch if cls == SCRATCH else _draw_dent)(rng, rgb, free, s, metal)
+        if mark is not None:
+            free[cv2.dilate(mark, np.ones((3, 3), np.uint8)) > 0] = 0
+            defects.append((cls, mark))
     return Sprite(rgb=rgb, alpha=solid.astype(np.float32) / 255, masks=(solid, *(m for _, m in defects)),
                   class_ids=(PART, *(c for c, _ in defects)))
 

@@ -206,8 +206,8 @@ class ReleaseManifest:
             raise ManifestError(f"{what}: the first file must be the model (a .tflite file)")
         if len({f.path for f in files}) != len(files):
             raise ManifestError(f"{what}: a file is listed twice")
-        report = d.get("report")
+        report, metadata = d.get("report"), d.get("metadata")
         return cls(channel=_get(d, "channel", str, what), version=_get(d, "version", int, what),
                    created=_get(d, "created", str, what), key_id=_get(d, "key_id", str, what), files=files,
-                   metadata=d.get("metadata") if isinstance(d.get("metadata"), dict) else {},
+                   metadata=metadata if isinstance(metadata, dict) else {},
                    report=report if isinstance(report, dict) else None)

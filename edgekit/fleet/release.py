@@ -110,7 +110,7 @@ def _golden_files(model: Path, golden: Path, stage: Path) -> list[tuple[str, byt
             safe_path(f"golden/{case}.npy", "--golden")
             outputs = run_golden(m, x)
             for suffix, write in ((".npy", lambda p: np.save(p, x)),
-                                  (".npz", lambda p: np.savez(p, **expected_arrays(m, outputs)))):
+                                  (".npz", lambda p: np.savez(p, allow_pickle=False, **expected_arrays(m, outputs)))):
                 tmp = stage / f"case{suffix}"
                 write(tmp)
                 out.append((f"golden/{case}{suffix}", tmp.read_bytes()))

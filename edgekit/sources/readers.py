@@ -183,7 +183,7 @@ class OpenCVReader:
         if not ok or data is None:
             raise BadFrame("the grabbed frame could not be retrieved")
         if self._raw:
-            data = cv2.imdecode(data, cv2.IMREAD_COLOR)
+            return _to_bgr(cv2.imdecode(data, cv2.IMREAD_COLOR))  # None if the JPEG does not decode
         return _to_bgr(data)
 
     def _request(self, spec: SourceSpec) -> None:
@@ -195,6 +195,7 @@ class OpenCVReader:
         self._cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)
 
     def read(self) -> np.ndarray | None:
+        image: np.ndarray | None
         ok, image = self._cap.read()
         if ok and self._raw:
             image = cv2.imdecode(image, cv2.IMREAD_COLOR) if image is not None and image.size else None
@@ -219,7 +220,7 @@ class OpenCVReader:
 class ImageFilesReader:
     """The images of an IMAGES source, one frame each (RGB); an unreadable image is a BadFrame."""
 
-    fps = None
+    fps: float | None = None
     bgr = False
     lazy = False
 

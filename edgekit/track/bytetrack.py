@@ -216,9 +216,10 @@ class ByteTracker:
         """The confirmed tracks matched in the last frame, with their Kalman-filtered boxes."""
         return [Track(t.track_id, box_of(t.mean), t.score, t.det) for t in self._tracked if t.activated]
 
-    def estimates(self) -> dict[int, tuple[float, float, float, float]]:
+    def estimates(self) -> dict[int, Sequence[float]]:
         """Every confirmed track's box (x1, y1, x2, y2) as the filter has it now: corrected in this frame
-        for the tracks matched, predicted for the ones lost (not yet removed)."""
+        for the tracks matched, predicted for the ones lost (not yet removed); a track confirmed in its
+        first frame has the detection's box as given (a list from :meth:`associate`)."""
         return {t.track_id: t.box for t in self._tracked + self._lost if t.activated and t.track_id >= 0}
 
     def origin(self, track_id: int) -> tuple[float, float, float, float] | None:

@@ -149,7 +149,7 @@ class FrameEncoder:
                     log.warning("the dashboard cannot draw frame %d: %s", latest.result.index, exc)
                 self._failed = True
                 return cached
-            if not ok:
+            if not ok or buf is None:
                 return cached
             self.encoded += 1
             self._cached = Encoded(latest.version, latest.result.index, buf.tobytes(), time.monotonic())
@@ -201,14 +201,17 @@ class FrameEncoder:
             self._cond.notify_all()
 
 
+def _xy(point: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    return float(point[0]), float(point[1])
+
+
 def overlay_of(zones: Sequence[Any] = (), line: Any = None, min_score: float = 0.0) -> Overlay:
     """The overlay of an inspection config's zones and its counting line or zone crossing."""
     drawn = tuple((z.name, np.asarray(z.polygon, dtype=np.float64)) for z in zones)
     gate, ol = None, None
     if line is not None and hasattr(line, "start"):
         axis = getattr(getattr(line, "direction", None), "axis", np.zeros(2))
-        ol = OverlayLine(tuple(map(float, line.start)), tuple(map(float, line.end)), line.name,
-                         tuple(map(float, axis)))
+        ol = OverlayLine(_xy(line.start), _xy(line.end), line.name, _xy(axis))
     elif line is not None:
         gate = getattr(getattr(line, "zone", None), "name", None)
     return Overlay(drawn, ol, gate, min_score)

@@ -391,4 +391,4 @@ def _int(query: dict[str, list[str]], key: str, default: int = 0) -> int:
 
 
 def _static(name: str) -> bytes:
-    return resources.files("edgekit.inspect.dashboard").joinpath("static", name).read_bytes()
+    return resources.files("edgekit.inspect.dashboard").joinpath("static").joinpath(name).read_bytes()  # one part each: 3.10's Traversable
