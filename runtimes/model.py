@@ -224,12 +224,14 @@ class Model:
         function that returns before invoking).
         """
         self._check_open()
-        return self._interp.tensor(self._in_idx[i])()
+        view: np.ndarray = self._interp.tensor(self._in_idx[i])()  # (the interpreter has no type hints)
+        return view
 
     def output_view(self, i: int = 0) -> np.ndarray:
         """A view of output tensor `i` after :meth:`invoke` (raw dtype); drop it before the next invoke."""
         self._check_open()
-        return self._interp.tensor(self._out_idx[i])()
+        view: np.ndarray = self._interp.tensor(self._out_idx[i])()
+        return view
 
     def invoke(self) -> None:
         """Run the model on what is in the input tensors.

@@ -40,13 +40,15 @@ class TensorSpec:
             return np.asarray(x, dtype=self.dtype)
         info = np.iinfo(self.dtype)
         q = np.round(np.asarray(x, dtype=np.float32) / np.float32(self.scale)) + self.zero_point
-        return np.clip(q, info.min, info.max).astype(self.dtype)
+        out: np.ndarray = np.clip(q, info.min, info.max).astype(self.dtype)  # (numpy types astype(dtype) Any)
+        return out
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
         """This tensor's integers -> real values: scale * (q - zero_point), widened first."""
         if not self.quantized:
             return np.asarray(q)
-        return (np.float32(self.scale) * (q.astype(np.int32) - np.int32(self.zero_point))).astype(np.float32)
+        real: np.ndarray = np.float32(self.scale) * (q.astype(np.int32) - np.int32(self.zero_point))
+        return real.astype(np.float32)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "index": self.index, "shape": list(self.shape),

@@ -287,7 +287,8 @@ def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     h = np.maximum(np.minimum(box[3], boxes[:, 3]) - np.maximum(box[1], boxes[:, 1]), 0)
     inter = w * h
     union = (box[2] - box[0]) * (box[3] - box[1]) + (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]) - inter
-    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+    iou: np.ndarray = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+    return iou
 
 
 def suppress(boxes: np.ndarray, scores: np.ndarray, keypoints: np.ndarray, *, iou_threshold: float,

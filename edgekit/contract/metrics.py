@@ -27,7 +27,11 @@ def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     w = np.clip(np.minimum(a[2], b[:, 2]) - np.maximum(a[0], b[:, 0]), 0, None)
     h = np.clip(np.minimum(a[3], b[:, 3]) - np.maximum(a[1], b[:, 1]), 0, None)
     inter = w * h
-    area = lambda x: np.clip(x[..., 2] - x[..., 0], 0, None) * np.clip(x[..., 3] - x[..., 1], 0, None)  # noqa: E731
+
+    def area(x: np.ndarray) -> np.ndarray:
+        sides: np.ndarray = np.clip(x[..., 2] - x[..., 0], 0, None) * np.clip(x[..., 3] - x[..., 1], 0, None)
+        return sides
+
     union = area(a) + area(b) - inter
     return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 

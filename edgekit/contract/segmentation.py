@@ -77,7 +77,8 @@ def class_map_of(output: np.ndarray, layout: SegmentationLayout, *, threshold: f
     if layout is SegmentationLayout.SCORES:
         if a.ndim != 4 or a.shape[0] != 1:
             raise ModelError(f"per-class scores must be [1, H, W, C], got {list(np.shape(output))}")
-        return a[0].argmax(axis=-1).astype(np.int32)
+        best: np.ndarray = a[0].argmax(axis=-1)  # (numpy types the index and the argmax Any)
+        return best.astype(np.int32)
     if a.ndim != 3 or a.shape[0] != 1:
         raise ModelError(f"a {layout.value} output must be [1, H, W] or [1, H, W, 1], got {list(np.shape(output))}")
     if layout is SegmentationLayout.FOREGROUND:
@@ -86,9 +87,11 @@ def class_map_of(output: np.ndarray, layout: SegmentationLayout, *, threshold: f
         if lo < 0.0 or hi > 1.0:  # logits: sigmoid(x) >= t  <=>  x >= logit(t)
             t = np.float32(np.log(threshold / (1.0 - threshold))) if 0.0 < threshold < 1.0 else \
                 np.float32(-np.inf if threshold <= 0 else np.inf)
-            return (s >= t).astype(np.int32)
-        return (s >= np.float32(threshold)).astype(np.int32)
-    m = a[0]
+            on: np.ndarray = s >= t
+        else:
+            on = s >= np.float32(threshold)
+        return on.astype(np.int32)
+    m: np.ndarray = a[0]
     if not np.issubdtype(m.dtype, np.integer):
         if not np.all(m == np.rint(m)):
             raise ModelError("a class map holds class ids, but this output holds fractions; "
@@ -161,4 +164,5 @@ def bilinear_to_source(scores: np.ndarray, transform: PixelMapping) -> np.ndarra
     r0, r1, fr = axis(h, transform.scale_y, transform.pad_y, gh, dh)
     c0, c1, fc = axis(w, transform.scale_x, transform.pad_x, gw, dw)
     rows = m[r0] * (1 - fr)[:, None] + m[r1] * fr[:, None]
-    return rows[:, c0] * (1 - fc)[None, :] + rows[:, c1] * fc[None, :]
+    out: np.ndarray = rows[:, c0] * (1 - fc)[None, :] + rows[:, c1] * fc[None, :]
+    return out

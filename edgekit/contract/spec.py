@@ -54,11 +54,7 @@ class Normalization:
     color: ColorOrder = ColorOrder.RGB
 
     def __post_init__(self) -> None:
-        try:
-            if not isinstance(self.color, ColorOrder):
-                object.__setattr__(self, "color", ColorOrder(str(self.color).upper()))
-        except ValueError:
-            raise InputError(f"color must be RGB or BGR, got {self.color!r}") from None
+        object.__setattr__(self, "color", _color_order(self.color))
         if (self.mean is None) != (self.std is None):
             raise InputError("give both mean and std, or neither")
         for name in ("mean", "std"):
@@ -95,10 +91,18 @@ class Normalization:
         if not isinstance(pre, Mapping) or not any(k in pre for k in ("mean", "std", "color")):
             return None
         try:
-            return cls(mean=pre.get("mean"), std=pre.get("std"), color=ColorOrder.parse(str(pre.get("color") or "RGB")))
+            return cls(mean=pre.get("mean"), std=pre.get("std"), color=_color_order(pre.get("color") or "RGB"))
         except (InputError, TypeError) as exc:
             raise ModelError(f"the model's edgekit metadata has invalid preprocessing {dict(pre)}: {exc}. "
                              "Re-export the model with `edgekit convert`.") from None
+
+
+def _color_order(value: object) -> ColorOrder:
+    """A ColorOrder, or its name in any case (what the constructor and the metadata may give)."""
+    try:
+        return value if isinstance(value, ColorOrder) else ColorOrder(str(value).upper())
+    except ValueError:
+        raise InputError(f"color must be RGB or BGR, got {value!r}") from None
 
 
 def _three(name: str, value: Any) -> tuple[float, float, float]:
@@ -147,7 +151,8 @@ class Transform:
         scale = np.array([self.scale_x, self.scale_y, self.scale_x, self.scale_y])
         out = (b - offset) / scale
         w, h = self.src_size
-        return np.clip(out, 0.0, np.array([w, h, w, h], dtype=np.float64))
+        clipped: np.ndarray = np.clip(out, 0.0, np.array([w, h, w, h], dtype=np.float64))  # (numpy types it Any)
+        return clipped
 
     def normalized_to_source(self, boxes_xyxy_normalized: np.ndarray) -> np.ndarray:
         """Boxes as x1, y1, x2, y2 in [0, 1] of the model input -> source pixels, clipped.

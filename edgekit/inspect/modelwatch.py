@@ -3,10 +3,11 @@ folders, golden inputs), the way TensorFlow Serving picks up versions.
 
 The highest version that loads, keeps the serving model's task, output format and labels, and
 passes its self-test serves (its input may differ: an int8 model may be replaced by its float32
-build, or by one with a larger input; ``prepare`` builds its preprocessing in the background). A new version is loaded, warmed up and tested in a background
-thread while the old one keeps serving; the loop calls :meth:`ModelWatcher.acquire`
-between two frames and gets the new model from then on. A version that fails is refused
-(and not retried until its file changes) and the old one runs on. Removing the serving
+build, or by one with a larger input; ``prepare`` builds its preprocessing in the background).
+A new version is loaded, warmed up and tested in a background thread while the old one keeps
+serving; the loop calls :meth:`ModelWatcher.acquire` between two frames and gets the new model
+from then on. A version that fails is refused (and not retried until its file changes) and the
+old one runs on. Removing the serving
 version's folder rolls back to the highest remaining one. Every switch and refusal is
 logged and reported through ``on_event`` (see :class:`edgekit.inspect.events.EventKind`).
 

@@ -391,4 +391,5 @@ def _int(query: dict[str, list[str]], key: str, default: int = 0) -> int:
 
 
 def _static(name: str) -> bytes:
-    return resources.files("edgekit.inspect.dashboard").joinpath("static").joinpath(name).read_bytes()  # one part each: 3.10's Traversable
+    # One part per joinpath: Python 3.10's Traversable.joinpath takes one.
+    return resources.files("edgekit.inspect.dashboard").joinpath("static").joinpath(name).read_bytes()
