@@ -35,6 +35,7 @@ from edgekit.runtimes.model import Model
 
 if TYPE_CHECKING:  # the loop and the sources load when a task streams (classify never does: start-up)
     from edgekit.loop import LoopSummary, Performance, Stream
+    from edgekit.contract.anchors import AnchorDecoder
     from edgekit.sources import Reconnect, SourceSpec, VideoSource
 
 __all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",
@@ -147,10 +148,16 @@ def _wrong_task(model: Model, fmt: OutputFormat, kind: str) -> str:
     return f"model {model.path!r} is not a {kind} (its outputs {shapes} read as {fmt.value}); use {other}"
 
 
-def _keep_classes(decoder: Decoder, wanted: set[str | int] | None) -> Callable[[list[np.ndarray], Transform], Result]:
+def _keep_classes(decoder: Decoder | AnchorDecoder,
+                  wanted: set[str | int] | None) -> Callable[[list[np.ndarray], Transform], Result]:
     if wanted is None:
         return decoder
-    return lambda outputs, transform: decoder(outputs, transform).filter(classes=wanted)  # type: ignore[union-attr]
+
+    def keep(outputs: list[np.ndarray], transform: Transform) -> Result:
+        found = decoder(outputs, transform)
+        return found.filter(classes=wanted) if isinstance(found, Detections) else found
+
+    return keep
 
 
 def _check_classes(classes: Sequence[str | int] | None, labels: Sequence[str] | None) -> set[str | int] | None:

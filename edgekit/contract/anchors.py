@@ -18,13 +18,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, NamedTuple
 
 import numpy as np
 
 from edgekit.contract._mapping import PixelMapping, normalized_points_to_source
 from edgekit.contract.enums import Choice, OutputFormat
 from edgekit.errors import InputError, ModelError
+
+if TYPE_CHECKING:
+    from edgekit.results import Detections
 
 __all__ = ["BoxCoding", "NmsAlgorithm", "SsdAnchorOptions", "AnchorDecodeOptions", "AnchorSpec", "AnchorDecoded",
            "ANCHOR_PRESETS", "generate_anchors", "decode_anchor_boxes", "anchor_scores", "suppress",
@@ -409,7 +412,7 @@ class AnchorDecoder:
 
     format: ClassVar[OutputFormat] = OutputFormat.ANCHORS
 
-    def __call__(self, outputs: Any, transform: PixelMapping) -> Any:
+    def __call__(self, outputs: Any, transform: PixelMapping) -> Detections:
         from edgekit.labels import label_for
         from edgekit.results import Detections
 

@@ -15,7 +15,7 @@ converter's accuracy gate calls these same functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from edgekit.contract.spec import TensorLike, Transform
 from edgekit.errors import ModelError
 from edgekit.labels import label_for
 from edgekit.results import Classes, Detections
+
+if TYPE_CHECKING:
+    from edgekit.contract.anchors import AnchorDecoder
 
 __all__ = ["DEFAULT_IOU", "DEFAULT_THRESHOLD", "DEFAULT_MAX_DETECTIONS", "MAX_NMS_CANDIDATES", "Decoder", "decoder_for", "make_decoder", "nms", "batched_nms", "to_xyxy",
            "decode_ssd", "decode_yolo", "decode_classes"]
@@ -259,7 +262,8 @@ def _classes_then_scores(outputs: Sequence[np.ndarray], pair: list[int]) -> tupl
 
 def make_decoder(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None, *,
                  labels: Sequence[str] | None = None, threshold: float | None = None,
-                 iou_threshold: float | None = None, max_detections: int | None = None, top_k: int = 5) -> Decoder:
+                 iou_threshold: float | None = None, max_detections: int | None = None,
+                 top_k: int = 5) -> Decoder | AnchorDecoder:
     """The decoder for a model with these outputs and edgekit metadata (None for third-party models):
     :func:`decoder_for` their :func:`~edgekit.contract.modelreading.read_tensors`, with these options.
 
@@ -276,7 +280,7 @@ def make_decoder(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | No
     return decoder_for(reading)
 
 
-def decoder_for(reading: ModelReading) -> Decoder:
+def decoder_for(reading: ModelReading) -> Decoder | AnchorDecoder:
     """The decoder of a model's reading: its format, output layout, labels and decoder options.
 
     Raises:
@@ -297,7 +301,7 @@ def decoder_for(reading: ModelReading) -> Decoder:
 
         spec = anchor_spec(Reading(fmt, EXACT, reading.why, reading.preset), reading.metadata.raw)
         given = reading.sources.get("iou_threshold", Provenance.CONVENTION) is not Provenance.CONVENTION
-        return anchor_decoder(outputs, spec, labels=labs, threshold=d.threshold,  # type: ignore[return-value]
+        return anchor_decoder(outputs, spec, labels=labs, threshold=d.threshold,
                               iou_threshold=d.iou_threshold if given else None, max_detections=d.max_detections)
     if fmt in (OutputFormat.SEGMENTATION, OutputFormat.KEYPOINTS):
         other = "Segmenter (`edgekit segment`)" if fmt is OutputFormat.SEGMENTATION else "PoseEstimator (`edgekit pose`)"

@@ -64,9 +64,9 @@ def ssd_order(outputs: Sequence[TensorLike]) -> tuple[int, int, int, int]:
     b, c = boxes[0], count[0]
     rest = [i for i in range(4) if i not in (b, c)]
     # The TF1 op names its outputs NAME, NAME:1, NAME:2, NAME:3 = boxes, classes, scores, count.
-    suffix = {i: re.search(r":(\d+)$", outputs[i].name) for i in rest}
-    if all(suffix.values()):
-        rest.sort(key=lambda i: int(suffix[i].group(1)))  # type: ignore[union-attr]
+    suffix = {i: int(m.group(1)) for i in rest if (m := re.search(r":(\d+)$", outputs[i].name))}
+    if len(suffix) == len(rest):
+        rest.sort(key=lambda i: suffix[i])
         return b, rest[0], rest[1], c
     return b, -1, -1, c
 
