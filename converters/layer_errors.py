@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -59,7 +59,17 @@ class TensorStats:
         return self.rmse / self.std if self.std > 0 else 0.0
 
 
-def _interpreter(model: bytes) -> object:
+class _Interpreter(Protocol):
+    """What this module calls of ai_edge_litert's Interpreter (which has no type hints)."""
+
+    def get_input_details(self) -> list[dict[str, Any]]: ...
+    def get_tensor_details(self) -> list[dict[str, Any]]: ...
+    def set_tensor(self, index: int, value: np.ndarray) -> None: ...
+    def get_tensor(self, index: int) -> np.ndarray: ...
+    def invoke(self) -> None: ...
+
+
+def _interpreter(model: bytes) -> _Interpreter:
     from ai_edge_litert.interpreter import Interpreter
 
     with warnings.catch_warnings():  # "intended for debugging purposes only": that is what this is
@@ -69,15 +79,15 @@ def _interpreter(model: bytes) -> object:
     return interp
 
 
-def _feed(interp: object, x: np.ndarray) -> None:
-    d = interp.get_input_details()[0]  # type: ignore[attr-defined]
+def _feed(interp: _Interpreter, x: np.ndarray) -> None:
+    d = interp.get_input_details()[0]
     x = TensorSpec.from_details(d).quantize(x).reshape(d["shape"])
-    interp.set_tensor(d["index"], x)  # type: ignore[attr-defined]
-    interp.invoke()  # type: ignore[attr-defined]
+    interp.set_tensor(d["index"], x)
+    interp.invoke()
 
 
-def _values(interp: object, detail: dict) -> np.ndarray:
-    value = interp.get_tensor(detail["index"])  # type: ignore[attr-defined]
+def _values(interp: _Interpreter, detail: dict) -> np.ndarray:
+    value = interp.get_tensor(detail["index"])
     scales = detail["quantization_parameters"]["scales"]
     if value.dtype.kind in "iu" and len(scales) == 1:
         zero = int(detail["quantization_parameters"]["zero_points"][0])
@@ -93,8 +103,8 @@ def tensor_stats(float_model: bytes, quant_model: bytes, inputs: Iterable[np.nda
                  names: Sequence[str]) -> dict[str, TensorStats]:
     """Error statistics of the named tensors (present in both models) over `inputs` (float model inputs)."""
     fi, qi = _interpreter(float_model), _interpreter(quant_model)
-    f_index = {d["name"]: d for d in fi.get_tensor_details()}  # type: ignore[attr-defined]
-    q_index = {d["name"]: d for d in qi.get_tensor_details()}  # type: ignore[attr-defined]
+    f_index = {d["name"]: d for d in fi.get_tensor_details()}
+    q_index = {d["name"]: d for d in qi.get_tensor_details()}
     wanted = [n for n in names if n in f_index and n in q_index]
     stats = {n: TensorStats() for n in wanted}
     for x in inputs:

@@ -12,7 +12,7 @@ import difflib
 import importlib
 import os
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from edgekit.commands._help import HelpFormatter
 from edgekit.errors import EdgekitError
@@ -43,7 +43,7 @@ COMMANDS: dict[str, str] = {
 class Parser(argparse.ArgumentParser):
     """argparse with did-you-mean for misspelt choices and commands."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         hint = ""
         if "invalid choice" in message:
             try:

@@ -148,15 +148,16 @@ def draw_segmentation(frame: np.ndarray, seg: Segmentation | SegmentationMask, *
             colors = _palette(top + 1, bgr)[cm]
         mixed = cv2.addWeighted(out, 1.0 - alpha, colors, alpha, 0.0)
         np.copyto(out, mixed, where=paint[:, :, None])
-    if boxes and isinstance(seg, Segmentation):
+    if boxes and isinstance(seg, Segmentation) and seg.regions:
         scale = max(0.4, min(out.shape[:2]) / 900)
-        palette = _palette(max(r.class_id for r in seg.regions) + 1, bgr) if seg.regions else None
+        palette = _palette(max(r.class_id for r in seg.regions) + 1, bgr)
         for n, r in enumerate(seg.regions):  # largest first
-            color = tuple(int(v) for v in palette[r.class_id])  # type: ignore[index]
+            c = palette[r.class_id]
+            color = (int(c[0]), int(c[1]), int(c[2]))
             x1, y1, x2, y2 = (int(v) for v in r.box)
             cv2.rectangle(out, (x1, y1), (max(x1, x2 - 1), max(y1, y2 - 1)), color, 1)
             if n < MAX_REGION_LABELS:  # text is what costs (about 0.1 ms a label) and clutters
-                label_box(out, f"{r.label} {r.area}px", (x1, y1), color, scale)  # type: ignore[arg-type]
+                label_box(out, f"{r.label} {r.area}px", (x1, y1), color, scale)
     return out
 
 

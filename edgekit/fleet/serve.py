@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RangeHandler", "serve_folder"]
+__all__ = ["RangeHandler", "FolderServer", "serve_folder"]
 
 
 class RangeHandler(http.server.SimpleHTTPRequestHandler):
@@ -95,14 +95,21 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
             self.close_connection = True
 
 
+class FolderServer(http.server.ThreadingHTTPServer):
+    """What :func:`serve_folder` runs: a threading HTTP server with the two attributes RangeHandler reads."""
+
+    rate: float | None = None  # bytes per second per download; None: as fast as possible
+    faults: dict[str, str]  # url path -> "truncate"
+
+
 def serve_folder(folder: str | os.PathLike[str], port: int = 0, host: str = "127.0.0.1",
-                 rate: float | None = None) -> http.server.ThreadingHTTPServer:
+                 rate: float | None = None) -> FolderServer:
     """Serve `folder` from a background thread; ``server.server_address[1]`` is the port.
     Stop it with ``server.shutdown(); server.server_close()``."""
     handler = lambda *a, **kw: RangeHandler(*a, directory=os.fspath(folder), **kw)  # noqa: E731
-    server = http.server.ThreadingHTTPServer((host, port), handler)
+    server = FolderServer((host, port), handler)
     server.daemon_threads = True
-    server.rate, server.faults = rate, {}  # type: ignore[attr-defined]
+    server.rate, server.faults = rate, {}
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="edgekit-serve",
                      daemon=True).start()
     return server

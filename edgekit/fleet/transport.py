@@ -26,6 +26,8 @@ CHUNK = 64 * 1024
 class TransferError(EdgekitError):
     """The server could not be reached or broke off; what arrived is kept for a resume."""
 
+    received: int = 0  # the bytes this try brought (the caller counts them)
+
 
 class TooLarge(TransferError):
     """The server sent more bytes than the signed manifest allows; what arrived is deleted."""
@@ -114,7 +116,7 @@ def fetch(url: str, *, cap: int, etag: str | None = None, last_modified: str | N
             data = resp.read(cap + 1)
             if len(data) > cap:
                 too = TooLarge(f"{url} is larger than {cap} bytes")
-                too.received = len(data)  # type: ignore[attr-defined]  # refused, but it came over the wire
+                too.received = len(data)  # refused, but it came over the wire
                 raise too
             stamp = resp.headers.get("Last-Modified")
             modified = trusted_last_modified(stamp, resp.headers.get("Date"))

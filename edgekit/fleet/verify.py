@@ -17,6 +17,8 @@ __all__ = ["VerificationError", "sha256_file", "download_verified", "local_probl
 class VerificationError(EdgekitError):
     """A downloaded file's size or SHA-256 differs from the signed manifest (it was deleted)."""
 
+    received: int = 0  # the bytes this try brought before the check failed
+
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
@@ -44,7 +46,7 @@ def download_verified(url: str, entry: FileEntry, dest: Path, *, timeout: float,
         download(url, part, entry.size, timeout=timeout, stop=stop)
     except TransferError as exc:
         after = part.stat().st_size if part.exists() else 0
-        exc.received = max(0, after - before)  # type: ignore[attr-defined]  # what this try brought
+        exc.received = max(0, after - before)  # what this try brought
         raise
     after = part.stat().st_size
     received = after - before if after >= before else after
@@ -53,7 +55,7 @@ def download_verified(url: str, entry: FileEntry, dest: Path, *, timeout: float,
         part.unlink()
         bad = VerificationError(f"{entry.path}: SHA-256 {digest[:16]}... differs from the signed manifest's "
                                 f"{entry.sha256[:16]}... (tampered or corrupt); deleted")
-        bad.received = max(0, after - before if after >= before else after)  # type: ignore[attr-defined]
+        bad.received = max(0, after - before if after >= before else after)
         raise bad
     part.rename(dest)
     return max(0, received)

@@ -64,10 +64,10 @@ class Watchdog:
         notify(f"STATUS={text}", env=self._env)
 
     def ping(self) -> None:
-        if not self.enabled:
+        if not self.enabled or self.interval is None:  # (enabled means an interval is set)
             return
         now = self._clock()
-        if now - self._last >= self.interval / 2:  # type: ignore[operator]  # enabled => interval set
+        if now - self._last >= self.interval / 2:
             if notify("WATCHDOG=1", env=self._env):
                 self.sent += 1
             self._last = now

@@ -85,8 +85,9 @@ class Poses:
             yield self[i]
 
     def __getitem__(self, i: int) -> Pose:
-        box = None if self.boxes is None else tuple(float(v) for v in self.boxes[i])
-        return Pose(float(self.scores[i]), self.keypoints[i], self.keypoint_scores[i], box)  # type: ignore[arg-type]
+        b = None if self.boxes is None else [float(v) for v in self.boxes[i]]
+        box = None if b is None else (b[0], b[1], b[2], b[3])
+        return Pose(float(self.scores[i]), self.keypoints[i], self.keypoint_scores[i], box)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"poses": [...]}`` (see :meth:`to_list`)."""

@@ -86,7 +86,7 @@ class RotatingJsonlSink:
             return 1
         last = files[-1]
         self._trim_torn_line(last)
-        return int(self._pattern.match(last.name).group(1))  # type: ignore[union-attr]
+        return int(m.group(1)) if (m := self._pattern.match(last.name)) else 1  # (files() are all numbered)
 
     @staticmethod
     def _trim_torn_line(path: Path) -> None:

@@ -72,14 +72,17 @@ def parse_source(source: str | int | os.PathLike[str], *, width: int | None = No
     Raises:
         SourceError: the path does not exist, or the folder/glob holds no image.
     """
-    kw = dict(width=width, height=height, fps=fps, realtime=realtime)
+
+    def spec(kind: SourceKind, target: str | int) -> SourceSpec:
+        return SourceSpec(kind, target, width=width, height=height, fps=fps, realtime=realtime)
+
     if isinstance(source, int) or (isinstance(source, str) and source.isdigit()):
-        return SourceSpec(SourceKind.CAMERA, int(source), **kw)  # type: ignore[arg-type]
+        return spec(SourceKind.CAMERA, int(source))
     text = os.fspath(source)
     if text.startswith("/dev/video"):
-        return SourceSpec(SourceKind.CAMERA, text, **kw)  # type: ignore[arg-type]
+        return spec(SourceKind.CAMERA, text)
     if text.lower().startswith(_STREAM_SCHEMES):
-        return SourceSpec(SourceKind.STREAM, text, **kw)  # type: ignore[arg-type]
+        return spec(SourceKind.STREAM, text)
     p = Path(text)
     if any(ch in text for ch in "*?[") and not p.exists():
         return _images(text, sorted(glob.glob(text)))
@@ -90,7 +93,7 @@ def parse_source(source: str | int | os.PathLike[str], *, width: int | None = No
                           "a glob like 'photos/*.jpg', an rtsp:// or http:// URL, or --camera N.")
     if p.suffix.lower() in IMAGE_EXTENSIONS:
         return _images(text, [text])
-    return SourceSpec(SourceKind.FILE, text, **kw)  # type: ignore[arg-type]
+    return spec(SourceKind.FILE, text)
 
 
 def _images(target: str, files: list[str]) -> SourceSpec:
