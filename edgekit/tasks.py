@@ -176,9 +176,9 @@ def _check_classes(classes: Sequence[str | int] | None, labels: Sequence[str] | 
 _T = TypeVar("_T", bound="_Task")
 
 
-def _options_kind(task: _Task, wanted: str) -> str:
-    return (f"a {type(task).__name__} takes {wanted}, got {type(task.options).__name__}; "
-            f"make it with {type(task)._options_type.__name__}(model=...)")
+def _options_kind(task: _Task) -> str:
+    kind, wanted = type(task).__name__, type(task)._options_type.__name__
+    return f"a {kind} is made with {wanted}, got {type(task.options).__name__}: {kind}({wanted}(model=...))"
 
 
 class _Task:
@@ -216,7 +216,7 @@ class _Task:
     def _build_engine(self, model: Model) -> ModelEngine:
         """The engine for ``model`` (a task of another kind, e.g. edgekit.tasks_vision's, builds its own)."""
         if not isinstance(self.options, (DetectorOptions, ClassifierOptions)):
-            raise InputError(_options_kind(self, "DetectorOptions or ClassifierOptions"))
+            raise InputError(_options_kind(self))
         return make_engine(model, self.options)
 
     def _check_values(self) -> None:

@@ -122,7 +122,7 @@ def make_vision_engine(model: Model, options: SegmenterOptions | PoseEstimatorOp
 class _VisionTask(_Task):
     def _build_engine(self, model: Model) -> ModelEngine:
         if not isinstance(self.options, (SegmenterOptions, PoseEstimatorOptions)):
-            raise InputError(_options_kind(self, "SegmenterOptions or PoseEstimatorOptions"))
+            raise InputError(_options_kind(self))
         return make_vision_engine(model, self.options)
 
 

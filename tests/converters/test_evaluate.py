@@ -62,6 +62,14 @@ def test_box_iou() -> None:
         [1.0, 90 / 110, 16 / 184, 0.0])
 
 
+def test_detections_of_a_classifier_are_refused() -> None:
+    scores = np.array([[0.1, 0.7, 0.2]], np.float32)
+    outs = ModelOutputs((TensorSpec("scores", 0, (1, 3), np.dtype(np.float32)),), (scores[None],),
+                        (TensorSpec("image", 0, (1, 32, 32, 3), np.dtype(np.float32)),))
+    with pytest.raises(ConversionError, match="the outputs read as classes, not as detections"):
+        detections(outs, {"output_format": "classes"})
+
+
 @pytest.mark.parametrize("layout", ["v5", "v8"])
 def test_yolo_layouts_decode_the_same_boxes(layout: str) -> None:
     rows = np.array([[5, 5, 10, 10, 0.9, 0.1, 0.8],  # cx, cy, w, h, objectness, two class scores

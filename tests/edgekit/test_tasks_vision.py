@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from edgekit import Detector, PoseEstimator, Segmenter, SegmenterOptions, load_image, load_model
+from edgekit import Detector, DetectorOptions, PoseEstimator, Segmenter, SegmenterOptions, load_image, load_model
 from edgekit.contract.anchors import ANCHOR_PRESETS, decode_anchors
 from edgekit.errors import InputError, ModelError
 from edgekit.contract.preprocessing import preprocessing_for
@@ -127,6 +127,14 @@ def test_stream_over_images_gives_json_ready_frames(vision_models, shared_images
 def test_a_model_of_another_task_is_refused_with_the_command_to_use(vision_models, task, field, fragment):
     with pytest.raises(ModelError, match=fragment):
         task.create_from_model_path(getattr(vision_models, field))
+
+
+def test_a_task_given_another_tasks_options_says_what_it_is_made_with(vision_models):
+    with pytest.raises(InputError, match=r"a Segmenter is made with SegmenterOptions, got DetectorOptions: "
+                                         r"Segmenter\(SegmenterOptions\(model=\.\.\.\)\)"):
+        Segmenter(DetectorOptions(model=vision_models.seg_scores))
+    with pytest.raises(InputError, match="a Detector is made with DetectorOptions, got SegmenterOptions"):
+        Detector(SegmenterOptions(model=vision_models.seg_scores))
 
 
 def test_bad_options(vision_models):
