@@ -35,7 +35,6 @@ from edgekit.runtimes.model import Model
 
 if TYPE_CHECKING:  # the loop and the sources load when a task streams (classify never does: start-up)
     from edgekit.loop import LoopSummary, Performance, Stream
-    from edgekit.contract.anchors import AnchorDecoder
     from edgekit.sources import Reconnect, SourceSpec, VideoSource
 
 __all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",
@@ -148,7 +147,7 @@ def _wrong_task(model: Model, fmt: OutputFormat, kind: str) -> str:
     return f"model {model.path!r} is not a {kind} (its outputs {shapes} read as {fmt.value}); use {other}"
 
 
-def _keep_classes(decoder: Decoder | AnchorDecoder,
+def _keep_classes(decoder: Callable[[list[np.ndarray], Transform], Result],
                   wanted: set[str | int] | None) -> Callable[[list[np.ndarray], Transform], Result]:
     if wanted is None:
         return decoder
