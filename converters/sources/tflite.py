@@ -155,6 +155,7 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
     from edgekit.contract.preprocessing import Provenance, preprocessing_for
     from edgekit.runtimes.tensors import model_info
 
+    hint: PreprocessingHint | None
     try:  # the file's metadata as the device reads it (its edgekit metadata, parsed; its TFLite metadata)
         info = model_info("", data, parsed)
         labels = ModelMetadata.parse(info.metadata).labels or None
@@ -164,9 +165,9 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
     own = (Provenance.EDGEKIT, Provenance.ULTRALYTICS)  # Ultralytics' own metadata, translated, is edgekit's
     if dev is not None and dev.sources.get("normalization") in own and dev.normalization is not None \
             and dev.normalization.mean is not None and dev.normalization.std is not None:
-        return labels, PreprocessingHint(dev.normalization.mean, dev.normalization.std, dev.resize.value,
-                                         "the model's edgekit metadata", dev.interpolation.value,
-                                         dev.box_mapping.value)
+        hint = PreprocessingHint(dev.normalization.mean, dev.normalization.std, dev.resize.value,
+                                 "the model's edgekit metadata", dev.interpolation.value, dev.box_mapping.value)
+        return labels, hint
     support = info.support if info is not None else read_support_metadata(data, parsed)  # MediaPipe / Model Maker
     if support is not None:
         hint = None
