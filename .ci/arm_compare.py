@@ -328,9 +328,9 @@ def compare(case: Path, work: Path, arch: str, partial: bool = False) -> int:
         doctor = _doctor(work, arch, "doctor.json")
         interpreter = next((c["detail"] for c in doctor if c["name"] == "interpreter"), "")
         steps = STEPS if _same_interpreter(interpreter) else SCORE_STEPS
+        figures["score tolerance (steps)"] = steps
     except (OSError, ValueError, KeyError):
         pass  # doctor did not run: the checks below say so
-    figures["score tolerance (steps)"] = steps
     for name, check, outputs in CHECKS:
         if check is _check_readme and arch != "arm64":
             continue
