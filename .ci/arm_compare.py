@@ -163,9 +163,9 @@ def _lines(path: Path) -> list[dict]:
 
 
 def _classes(x86: list[dict], arm: list[dict], model: str, steps: int = STEPS
-             ) -> tuple[list[str], list[str], int, float]:
-    """Notes, problems, how many photos' class lists are identical, the largest top-1 score gap in steps."""
-    notes, problems, identical, gap = [], [], 0, 0.0
+             ) -> tuple[list[str], list[str], int, float, str]:
+    """Notes, problems, how many photos' class lists are identical, the largest top-1 score gap in steps, its photo."""
+    notes, problems, identical, gap, at = [], [], 0, 0.0, ""
     for a, b in zip(x86, arm, strict=True):
         identical += a["classes"] == b["classes"]
         ta, tb = a["classes"][0], b["classes"][0]
@@ -179,10 +179,11 @@ def _classes(x86: list[dict], arm: list[dict], model: str, steps: int = STEPS
                 f"{where}: top-1 {tb['id']} ({tb['score']:.4f}) against x86's {ta['id']} ({ta['score']:.4f})"
                 + (": a near-tie" if near else ""))
         else:
-            gap = max(gap, abs(ta["score"] - tb["score"]) / STEP)
+            if abs(ta["score"] - tb["score"]) / STEP > gap:
+                gap, at = abs(ta["score"] - tb["score"]) / STEP, f"{Path(a['image']).name}: {tb['score']:.4f} against {ta['score']:.4f}"
             if abs(ta["score"] - tb["score"]) > steps * STEP + 1e-9:
                 problems.append(f"{where}: top-1 score {tb['score']:.4f} against x86's {ta['score']:.4f}")
-    return notes, problems, identical, gap
+    return notes, problems, identical, gap, at
 
 
 def _detections(x86: list[dict], arm: list[dict], images: Path, steps: int = STEPS
@@ -254,12 +255,12 @@ def _check_classify(case: Path, work: Path, arch: str, steps: int, figures: Figu
     notes: list[str] = []
     problems: list[str] = []
     for m in MODELS:
-        n, p, same, gap = _classes(_lines(case / "x86" / f"classify-{m}.jsonl"),
+        n, p, same, gap, at = _classes(_lines(case / "x86" / f"classify-{m}.jsonl"),
                                    _lines(work / f"{arch}-classify-{m}.jsonl"), m, steps)
         notes += n
         problems += p
         figures[f"{m}: classes identical"] = f"{same}/{len(PHOTOS)}"
-        figures[f"{m}: largest top-1 gap (steps)"] = round(gap, 2)
+        figures[f"{m}: largest top-1 gap (steps)"] = f"{gap:.2f} ({at})" if at else 0
     return notes, problems
 
 
