@@ -70,3 +70,16 @@ def test_the_arm_stage_stops_at_once_when_its_deadline_has_passed(tmp_path: Path
         assert r.returncode == 0, r.stderr
         assert "ARM STAGE STOPPED BY ITS TIME BUDGET (EDGEKIT_ARM_DEADLINE) before it started" in r.stderr
         assert list(tmp_path.iterdir()) == []
+
+
+def test_the_largest_top1_gap_is_measured_in_steps_and_named_with_its_photo(arm_compare: ModuleType) -> None:
+    step = arm_compare.STEP
+    x86 = [{"image": "/x/cat.png", "classes": [{"id": 3, "score": 200 * step}, {"id": 5, "score": 10 * step}]},
+           {"image": "/x/kite.jpg", "classes": [{"id": 7, "score": 90 * step}, {"id": 8, "score": 88 * step}]}]
+    arm = [{"image": "/r/cat.png", "classes": [{"id": 3, "score": 189 * step}, {"id": 5, "score": 10 * step}]},
+           {"image": "/r/kite.jpg", "classes": [{"id": 8, "score": 90 * step}, {"id": 7, "score": 89 * step}]}]
+    notes, problems, identical, gap, at = arm_compare._classes(x86, arm, "m", 12)
+    assert (problems, identical, round(gap, 6)) == ([], 0, 11.0) and at.startswith("cat.png: 0.7383 against 0.7812")
+    assert notes == ["m kite.jpg: top-1 8 (0.3516) against x86's 7 (0.3516): a near-tie"]
+    # at 8 steps the same 11-step gap is a difference
+    assert arm_compare._classes(x86, arm, "m", 8)[1] == ["m cat.png: top-1 score 0.7383 against x86's 0.7812"]
