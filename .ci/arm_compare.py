@@ -1,7 +1,8 @@
 """The inputs of .ci/arm, their x86 reference outputs, and the comparison of an ARM root's outputs with them.
 
     python .ci/arm_compare.py prepare CASE MODELS IMAGES    models, photos, a video, a config; x86's outputs
-    python .ci/arm_compare.py compare CASE WORK ARCH        WORK/ARCH-*: what the root printed
+    python .ci/arm_compare.py compare CASE WORK ARCH [--partial]   WORK/ARCH-*: what the root printed
+                                                 (--partial: the time budget ran out; not run is no failure)
     python arm_compare.py selftest CASE/golden              (in the root) x86's releases' golden self-tests
 
 Tolerances. int8 kernels and cv2.resize round differently on aarch64, and install.sh's venv decodes
@@ -162,9 +163,9 @@ def _lines(path: Path) -> list[dict]:
 
 
 def _classes(x86: list[dict], arm: list[dict], model: str, steps: int = STEPS
-             ) -> tuple[list[str], list[str], int, float]:
-    """Notes, problems, how many photos' class lists are identical, the largest top-1 score gap in steps."""
-    notes, problems, identical, gap = [], [], 0, 0.0
+             ) -> tuple[list[str], list[str], int, float, str]:
+    """Notes, problems, how many photos' class lists are identical, the largest top-1 score gap in steps, its photo."""
+    notes, problems, identical, gap, at = [], [], 0, 0.0, ""
     for a, b in zip(x86, arm, strict=True):
         identical += a["classes"] == b["classes"]
         ta, tb = a["classes"][0], b["classes"][0]
@@ -178,16 +179,17 @@ def _classes(x86: list[dict], arm: list[dict], model: str, steps: int = STEPS
                 f"{where}: top-1 {tb['id']} ({tb['score']:.4f}) against x86's {ta['id']} ({ta['score']:.4f})"
                 + (": a near-tie" if near else ""))
         else:
-            gap = max(gap, abs(ta["score"] - tb["score"]) / STEP)
+            if abs(ta["score"] - tb["score"]) / STEP > gap:
+                gap, at = abs(ta["score"] - tb["score"]) / STEP, f"{Path(a['image']).name}: {tb['score']:.4f} against {ta['score']:.4f}"
             if abs(ta["score"] - tb["score"]) > steps * STEP + 1e-9:
                 problems.append(f"{where}: top-1 score {tb['score']:.4f} against x86's {ta['score']:.4f}")
-    return notes, problems, identical, gap
+    return notes, problems, identical, gap, at
 
 
 def _detections(x86: list[dict], arm: list[dict], images: Path, steps: int = STEPS
-                ) -> tuple[list[str], list[str], int, int]:
-    """Notes, problems, detections matched, photos whose detections are identical (boxes and scores)."""
-    notes, problems, matched, identical = [], [], 0, 0
+                ) -> tuple[list[str], list[str], int, int, float]:
+    """Notes, problems, detections matched, photos whose detections are identical, the largest score gap (steps)."""
+    notes, problems, matched, identical, gap = [], [], 0, 0, 0.0
     for i, (a, b) in enumerate(zip(x86, arm, strict=True)):
         identical += a["detections"] == b["detections"]
         h, w = cv2.imread(str(images / PHOTOS[i])).shape[:2]
@@ -199,6 +201,7 @@ def _detections(x86: list[dict], arm: list[dict], images: Path, steps: int = STE
             if fits:
                 left.remove(fits[0])
                 matched += 1
+                gap = max(gap, abs(fits[0]["score"] - d["score"]) / STEP)
             elif d["score"] - THRESHOLD <= steps * STEP:
                 notes.append(f"{PHOTOS[i]}: class {d['id']} at {d['score']:.3f} only on x86 (at the threshold)")
             else:
@@ -206,7 +209,7 @@ def _detections(x86: list[dict], arm: list[dict], images: Path, steps: int = STE
         for e in left:
             (notes if e["score"] - THRESHOLD <= steps * STEP else problems).append(
                 f"{PHOTOS[i]}: class {e['id']} {e['box']} at {e['score']:.3f} only on ARM")
-    return notes, problems, matched, identical
+    return notes, problems, matched, identical, gap
 
 
 def _same_interpreter(root_detail: str) -> bool:
@@ -216,61 +219,146 @@ def _same_interpreter(root_detail: str) -> bool:
     return root_detail.split(" (")[0] == f"edgekit uses {resolve_backend().name}"
 
 
-def compare(case: Path, work: Path, arch: str) -> int:
-    x86 = case / "x86"
+Figures = dict[str, object]
+Found = tuple[list[str], list[str]]
+
+
+def _doctor(work: Path, arch: str, name: str) -> list[dict]:
+    checks: list[dict] = json.loads((work / f"{arch}-{name}").read_text())["checks"]
+    return checks
+
+
+def _check_readme(case: Path, work: Path, arch: str, steps: int, figures: Figures) -> Found:
+    """README's install (arm64 only): the wheel in a plain venv; `edgekit info` prints; doctor fails nothing."""
+    info = (work / f"{arch}-info.txt").read_text()
+    checks = _doctor(work, arch, "plain-doctor.json")
+    figures["README venv"] = next((c["detail"] for c in checks if c["name"] == "interpreter"), "")
+    problems = [f"README venv doctor: {c['name']}: {c['detail']}" for c in checks if c["status"] == "fail"]
+    if "224" not in info:
+        problems.append(f"README venv `edgekit info`: {info.strip()[-300:]!r}")
+    return [], problems
+
+
+def _check_doctor(case: Path, work: Path, arch: str, steps: int, figures: Figures) -> Found:
+    checks = _doctor(work, arch, "doctor.json")
+    figures["doctor"] = {c["name"]: c["detail"] for c in checks
+                         if c["name"].endswith("version") or c["name"].startswith(("python", "interpreter"))}
+    return [], [f"doctor: {c['name']}: {c['detail']}" for c in checks if c["status"] == "fail"]
+
+
+def _check_config(case: Path, work: Path, arch: str, steps: int, figures: Figures) -> Found:
+    check = (work / f"{arch}-check.txt").read_text()
+    return [], [] if "config OK" in check else [f"inspect --check: {check.strip()}"]
+
+
+def _check_classify(case: Path, work: Path, arch: str, steps: int, figures: Figures) -> Found:
     notes: list[str] = []
     problems: list[str] = []
-    figures: dict[str, object] = {"arch": arch}
-    doctor = json.loads((work / f"{arch}-doctor.json").read_text())
-    interpreter = next((c["detail"] for c in doctor["checks"] if c["name"] == "interpreter"), "")
-    steps = STEPS if _same_interpreter(interpreter) else SCORE_STEPS
-    figures["score tolerance (steps)"] = steps
     for m in MODELS:
-        n, p, same, gap = _classes(_lines(x86 / f"classify-{m}.jsonl"), _lines(work / f"{arch}-classify-{m}.jsonl"),
-                                   m, steps)
+        n, p, same, gap, at = _classes(_lines(case / "x86" / f"classify-{m}.jsonl"),
+                                   _lines(work / f"{arch}-classify-{m}.jsonl"), m, steps)
         notes += n
         problems += p
         figures[f"{m}: classes identical"] = f"{same}/{len(PHOTOS)}"
-        figures[f"{m}: largest top-1 gap (steps)"] = round(gap, 2)
-    n, p, matched, same = _detections(_lines(x86 / "detect.jsonl"), _lines(work / f"{arch}-detect.jsonl"),
-                                      case / "images", steps)
-    notes += n
-    problems += p
-    figures["detections matched"] = matched
+        figures[f"{m}: largest top-1 gap (steps)"] = f"{gap:.2f} ({at})" if at else 0
+    return notes, problems
+
+
+def _check_detect(case: Path, work: Path, arch: str, steps: int, figures: Figures) -> Found:
+    x86 = _lines(case / "x86" / "detect.jsonl")
+    n, p, matched, same, gap = _detections(x86, _lines(work / f"{arch}-detect.jsonl"), case / "images", steps)
+    figures["detections matched"] = f"{matched}/{sum(len(d['detections']) for d in x86)}"
+    figures["largest matched detection score gap (steps)"] = round(gap, 2)
     figures["photos with identical detections"] = f"{same}/{len(PHOTOS)}"
-    failing = [c for c in doctor["checks"] if c["status"] == "fail"]
-    problems += [f"doctor: {c['name']}: {c['detail']}" for c in failing]
-    figures["doctor"] = {c["name"]: c["detail"] for c in doctor["checks"]
-                         if c["name"].endswith("version") or c["name"].startswith(("python", "interpreter"))}
-    check = (work / f"{arch}-check.txt").read_text()
-    if "config OK" not in check:
-        problems.append(f"inspect --check: {check.strip()}")
-    va = [d.get("verdict") for d in _lines(x86 / "inspect.jsonl")]
+    return n, p
+
+
+def _check_inspect(case: Path, work: Path, arch: str, steps: int, figures: Figures) -> Found:
+    va = [d.get("verdict") for d in _lines(case / "x86" / "inspect.jsonl")]
     vb = [d.get("verdict") for d in _lines(work / f"{arch}-inspect.txt")]
     same = sum(x == y for x, y in zip(va, vb))
     figures["inspect verdicts equal"] = f"{same}/{len(va)}"
     if len(vb) != len(va) or same < VERDICT_AGREEMENT * len(va):
-        problems.append(f"inspect: {same} of {len(va)} verdicts equal ({len(vb)} frames on ARM)")
-    app_a = json.loads((x86 / "app.txt").read_text() or "{}").get("verdict")
+        return [], [f"inspect: {same} of {len(va)} verdicts equal ({len(vb)} frames on ARM)"]
+    return [], []
+
+
+def _check_app(case: Path, work: Path, arch: str, steps: int, figures: Figures) -> Found:
+    app_a = json.loads((case / "x86" / "app.txt").read_text() or "{}").get("verdict")
+    text = (work / f"{arch}-app.txt").read_text()
     try:
-        app_b = json.loads((work / f"{arch}-app.txt").read_text()).get("verdict")
+        app_b = json.loads(text).get("verdict")
     except ValueError:
-        app_b = f"no JSON: {(work / f'{arch}-app.txt').read_text()[-300:]}"
-    if app_a != app_b:
-        problems.append(f"app.py --image: {app_b!r} against x86's {app_a!r}")
+        app_b = f"no JSON: {text[-300:]}"
     figures["app.py verdict"] = app_b
+    return [], [] if app_a == app_b else [f"app.py --image: {app_b!r} against x86's {app_a!r}"]
+
+
+def _check_selftest(case: Path, work: Path, arch: str, steps: int, figures: Figures) -> Found:
     tests = json.loads((work / f"{arch}-selftest.json").read_text())
-    for name, said in tests.items():
-        if said.startswith("accepted") is (name == "different model"):
-            problems.append(f"golden self-test {name}: {said}")
     figures["golden self-tests"] = {k: v.split(":")[0] for k, v in tests.items()}
+    return [], [f"golden self-test {name}: {said}" for name, said in tests.items()
+                if said.startswith("accepted") is (name == "different model")]
+
+
+# The checks of one root, in the order .ci/arm runs them, each with the outputs it reads.
+CHECKS = [
+    ("README install: info, doctor", _check_readme, ["info.txt", "plain-doctor.json"]),
+    ("doctor as the service user", _check_doctor, ["doctor.json"]),
+    ("inspect --check", _check_config, ["check.txt"]),
+    ("classify (2 models, 4 photos)", _check_classify, [f"classify-{m}.jsonl" for m in MODELS]),
+    ("detect (SSD, 4 photos)", _check_detect, ["detect.jsonl"]),
+    (f"inspect on a video ({INSPECT_FRAMES} frames)", _check_inspect, ["inspect.txt"]),
+    ("app.py --image", _check_app, ["app.txt"]),
+    ("golden self-tests of x86 releases", _check_selftest, ["selftest.json"]),
+]
+
+
+def compare(case: Path, work: Path, arch: str, partial: bool = False) -> int:
+    """0: every check proven; 1: a check differs (or, unless partial, did not run); 3: partial, some not run.
+
+    An output is there only once its command ended (.ci/arm's `record`): a missing one was not run,
+    because the stage's time budget ran out (partial) or an earlier step failed.
+    """
+    notes: list[str] = []
+    problems: list[str] = []
+    status: dict[str, str] = {}
+    figures: Figures = {"arch": arch}
+    steps = STEPS
+    try:
+        doctor = _doctor(work, arch, "doctor.json")
+        interpreter = next((c["detail"] for c in doctor if c["name"] == "interpreter"), "")
+        steps = STEPS if _same_interpreter(interpreter) else SCORE_STEPS
+        figures["score tolerance (steps)"] = steps
+    except (OSError, ValueError, KeyError):
+        pass  # doctor did not run: the checks below say so
+    for name, check, outputs in CHECKS:
+        if check is _check_readme and arch != "arm64":
+            continue
+        missing = [o for o in outputs if not (work / f"{arch}-{o}").exists()]
+        if missing:
+            status[name] = "not run"
+            continue
+        try:
+            n, p = check(case, work, arch, steps, figures)
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+            n, p = [], [f"{name}: unreadable output ({type(exc).__name__}: {exc})"]
+        notes += n
+        problems += p
+        status[name] = "DIFFERS" if p else "proven"
     for line in notes:
         print(f"ci/arm: {arch}: note: {line}")
     for line in problems:
         print(f"ci/arm: {arch}: DIFFERS: {line}")
+    figures["checks"] = status
     (work / f"{arch}-figures.json").write_text(json.dumps(figures, indent=2))
     print(f"ci/arm: {arch}: {json.dumps(figures)}")
-    return 1 if problems else 0
+    for name, said in status.items():
+        print(f"ci/arm: {arch}: {said:>8}: {name}")
+    not_run = [k for k, v in status.items() if v == "not run"]
+    if problems or (not_run and not partial):
+        return 1
+    return 3 if not_run else 0
 
 
 if __name__ == "__main__":
@@ -278,7 +366,7 @@ if __name__ == "__main__":
         prepare(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
     elif len(sys.argv) == 3 and sys.argv[1] == "selftest":
         selftest(Path(sys.argv[2]))
-    elif len(sys.argv) == 5 and sys.argv[1] == "compare":
-        sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]))
+    elif len(sys.argv) in (5, 6) and sys.argv[1] == "compare" and sys.argv[5:] in ([], ["--partial"]):
+        sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], partial=sys.argv[5:] == ["--partial"]))
     else:
         sys.exit(__doc__)

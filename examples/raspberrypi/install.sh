@@ -263,7 +263,9 @@ distribution is edgekit-tflite" ;;
     else
         echo "# note: no python3-picamera2 ($arch, --picamera2 $PICAMERA2): USB cameras, files and streams only" >&2
     fi
-    run apt-get install -y "${apt_packages[@]}"
+    # No Recommends: what they add here (python3-pip's compiler and headers; a camera preview's GUI
+    # libraries) a headless service never uses, and every wheel it installs is prebuilt.
+    run apt-get install -y --no-install-recommends "${apt_packages[@]}"
 
     # 32-bit: numpy, OpenCV and Pillow as piwheels' wheels or as Debian's packages (--binaries).
     local binaries="" skip=()

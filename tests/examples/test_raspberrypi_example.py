@@ -52,7 +52,7 @@ def commands(r: subprocess.CompletedProcess[str]) -> list[str]:
 
 PINS = r"numpy\<2 opencv-python-headless\<4.11"
 PIWHEELS = r"--extra-index-url https://www.piwheels.org/simple --only-binary=numpy\,opencv-python-headless\,pillow\,tflite-runtime"
-APT = "apt-get install -y python3-venv python3-pip v4l-utils curl gnupg ca-certificates"
+APT = "apt-get install -y --no-install-recommends python3-venv python3-pip v4l-utils curl gnupg ca-certificates"
 
 
 @pytest.mark.parametrize("arch, bits, pip_lines", [
@@ -100,14 +100,14 @@ def test_install_installs_picamera2_only_where_raspberry_pi_os_offers_it(arch: s
                                                                         picamera2: bool) -> None:
     r = dry_run(*option, arch=arch, offers_picamera2=offers)
     assert r.returncode == 0, r.stderr
-    [apt] = [c for c in commands(r) if c.startswith("apt-get install -y python3-venv")]
+    [apt] = [c for c in commands(r) if c.startswith("apt-get install -y --no-install-recommends python3-venv")]
     assert apt.endswith("python3-picamera2") is picamera2
     assert ("no python3-picamera2" in r.stderr) is not picamera2
 
 
 def test_install_edgetpu_brings_curl_and_gpg() -> None:
     cmds = commands(dry_run("--edgetpu", arch="arm64"))
-    apt = next(c for c in cmds if c.startswith("apt-get install -y python3-venv"))
+    apt = next(c for c in cmds if c.startswith("apt-get install -y --no-install-recommends python3-venv"))
     assert {"curl", "gnupg"} <= set(apt.split())
     assert cmds.index(apt) < next(i for i, c in enumerate(cmds) if c.startswith("curl "))
     assert "curl" not in next(c for c in commands(dry_run(arch="arm64")) if c.startswith("apt-get install"))
