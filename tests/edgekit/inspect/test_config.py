@@ -66,7 +66,7 @@ ERRORS = [
     ("[sinks.mqtt]\npassword_env = 'NOPE_NOT_SET'\nusername = 'u'\n", 16, "sinks.mqtt.password_env", "is not set"),
     ("[sinks.mqtt]\nhots = 'broker'\n", 16, "sinks.mqtt.hots", "did you mean 'host'?"),
     ("[sinks.webhook]\nurl = 'ftp://x'\n", 15, "sinks.webhook", "http:// or https://"),
-    ("[sinks.jsonl]\nmax_bytes = 0\n", 16, "sinks.jsonl.max_bytes", "an integer > 0"),
+    ("[sinks.jsonl]\nmax_bytes = 0\n", 16, "sinks.jsonl.max_bytes", "an integer >= 1024 (bytes), got 0"),
     ("[metrics]\nport = '9100'\n", 16, "metrics.port", "got '9100' (a string)"),
     ("[metrics]\nenabled = 1\n", 16, "metrics.enabled", "expected bool, got 1 (an integer)"),
     ("[sinks]\nkafka = {}\n", 16, "sinks.kafka", "unknown key"),
