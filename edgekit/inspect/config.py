@@ -25,6 +25,7 @@ from edgekit.inspect.schema import (FRACTION, NONNEG_INT, PORT, POS_INT, POS_NUM
                                    setting, written)
 from edgekit.inspect.tomlpos import Context, KeyLines, Table
 from edgekit.inspect.triggers import PublishMode, TriggerMode
+from edgekit.runtimes.delegates import Delegate, DelegateSpec
 from edgekit.sinks.mqtt import check_topic_part
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ class ModelConfig:
 
     path: str | None = setting(str, None, path=True)
     dir: str | None = setting(str, None, path=True)
-    delegate: str = setting(str, "auto", doc="auto, cpu, xnnpack, edgetpu or edgetpu:usb:N")
+    delegate: DelegateSpec = setting(str, DelegateSpec(), doc=f"{', '.join(d.value for d in Delegate)} or "
+                                     f"{Delegate.EDGETPU.value}:usb:N", convert=lambda v: _delegate(v))
     threads: int | None = setting(int, None, POS_INT)
     labels: str | None = setting(str, None, path=True)
     threshold: float = setting(float, 0.5, FRACTION)
@@ -284,17 +286,19 @@ def _source(t: Table) -> SourceConfig:
     return cfg
 
 
-def _model(t: Table) -> ModelConfig:
-    from edgekit.runtimes.delegates import Delegate
+def _delegate(text: str) -> DelegateSpec:
+    """[model] delegate, read once (Delegate.parse's sentence, at the key's line)."""
+    try:
+        return DelegateSpec.parse(text)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
 
+
+def _model(t: Table) -> ModelConfig:
     t.allow(*_MODEL.keys)
     if t.has("path") == t.has("dir"):
         raise t.error(None, "give exactly one of path (a .tflite file) or dir (a versioned model folder)")
     cfg: ModelConfig = _MODEL.read(t)
-    try:
-        Delegate.parse(cfg.delegate)
-    except InputError as exc:
-        raise t.error("delegate", str(exc)) from None
     return cfg
 
 

@@ -275,3 +275,21 @@ def test_file_and_http_triggers(tmp_path: Path) -> None:
 def test_trigger_file_folder_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         Triggers(file=tmp_path / "missing" / "trigger").start()
+
+
+def test_the_delegate_is_read_once_into_a_typed_value() -> None:
+    """[model] delegate = "edgetpu:usb:1" is the enum and the device, parsed in the config; the cell
+    hands the typed value to load_model, which reads it as the CLI's --delegate text."""
+    from edgekit.runtimes.delegates import Delegate, DelegateSpec, EdgeTPUDevice
+
+    cfg = parse_config(BASE.replace('path = "model.tflite"', 'path = "m.tflite"\ndelegate = "EdgeTPU:usb:1"'),
+                       name="c.toml", env={})
+    assert cfg.model.delegate == DelegateSpec(Delegate.EDGETPU, EdgeTPUDevice("usb", 1))
+    assert str(cfg.model.delegate) == "edgetpu:usb:1" and Delegate.parse(cfg.model.delegate) == (
+        Delegate.EDGETPU, EdgeTPUDevice("usb", 1))
+    assert parse_config(BASE, name="c.toml", env={}).model.delegate == DelegateSpec(Delegate.AUTO)
+    with pytest.raises(ConfigError, match=r"c.toml:8: model.delegate: delegate 'cpu' takes no device"):
+        parse_config(BASE.replace('path = "model.tflite"', 'path = "m.tflite"\ndelegate = "cpu:usb"'),
+                     name="c.toml", env={})
+    for text in ("auto", "cpu", "xnnpack", "edgetpu", "edgetpu:pci:0", "edgetpu::2"):
+        assert str(DelegateSpec.parse(text)) == text
