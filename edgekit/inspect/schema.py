@@ -145,12 +145,12 @@ def setting(kind: Any, default: Any = dataclasses.MISSING, check: Constraint | N
             factory: Callable[[], Any] | None = None, **how: Any) -> Any:
     """A dataclass field read from the file as :class:`Setting` ``(kind, check, **how)`` says;
     ``default`` (or ``factory``) is both Python's default and the file's."""
-    meta: dict[str, Any] = {_META: Setting(kind, check, **how)}  # the default lives on the field
+    declared: dict[str, Any] = {_META: Setting(kind, check, **how)}  # the default lives on the field
     if check is not None and "convert" not in how:  # a converted setting's check is of the file's spelling
-        meta[RANGE] = check
+        declared[RANGE] = check
     if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+        return dataclasses.field(default_factory=factory, metadata=declared)
+    return dataclasses.field(default=default, metadata=declared)
 
 
 class Section:
