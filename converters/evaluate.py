@@ -11,8 +11,8 @@ converter writes into the file and each image's transform, so the gate's mAP is 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from edgekit.contract import (
 from edgekit.contract import BoxMapping
 from edgekit.contract import task_of as _format_task
 from edgekit.contract.decode import decoder_for
+from edgekit.contract.enums import BoxFormat
+from edgekit.contract.metadata import DetectionMetadata, ModelMetadata
 from edgekit.contract.modelreading import read_tensors
 from edgekit.contract.recognize import YoloOutputs
 from edgekit.contract.ultralytics import PREDICT_DEFAULTS
@@ -140,8 +142,6 @@ class Metrics:
         return d
 
     def with_latency(self, float_ms: float | None, quant_ms: float | None) -> Metrics:
-        from dataclasses import replace
-
         return replace(self, float_latency_ms=float_ms, latency_ms=quant_ms)
 
 
@@ -189,7 +189,8 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
     n = len(ref.arrays[0]) if ref.arrays else 0
     per_output = tuple(_output_metrics(s.name, f, q) for s, f, q in zip(ref.specs, ref.arrays, quant.arrays))
     if output_format in (OutputFormat.SSD, OutputFormat.YOLO):
-        meta = {"output_format": output_format.value, "detection": detection_metadata(output_format, ref, pre, roles)}
+        meta = ModelMetadata(output_format=output_format,
+                             detection=detection_metadata(output_format, ref, pre, roles) or DetectionMetadata())
         truth = detections(ref, meta, TRUTH_SCORE, transforms)
         found = detections(quant, meta, PREDICTION_SCORE, transforms)
         return Metrics(n, per_output, map50=map50(truth, found), float_objects=sum(len(t) for t in truth),
@@ -199,13 +200,12 @@ def compare(ref: ModelOutputs, quant: ModelOutputs, labels: np.ndarray | None,
     fp, qp = _top1(ref.arrays[0]), _top1(quant.arrays[0])
     metrics = Metrics(n, per_output, top1_agreement=float(np.mean(fp == qp)))
     if labels is not None:
-        from dataclasses import replace
-
         metrics = replace(metrics, float_accuracy=float(np.mean(fp == labels)), accuracy=float(np.mean(qp == labels)))
     return metrics
 
 
-def detections(outputs: ModelOutputs, metadata: dict[str, Any] | OutputFormat, threshold: float = PREDICTION_SCORE,
+def detections(outputs: ModelOutputs, metadata: ModelMetadata | Mapping[str, Any] | OutputFormat,
+               threshold: float = PREDICTION_SCORE,
                transforms: Sequence[Transform] | None = None) -> list[Detections]:
     """Per-sample detections, decoded as the device decodes them (the model reading of these tensors
     with this edgekit `metadata`, or just an output format, and its decoder), boxes through each sample's transform.
@@ -213,7 +213,7 @@ def detections(outputs: ModelOutputs, metadata: dict[str, Any] | OutputFormat, t
     Raises:
         ConversionError: the outputs do not fit the format, or the transforms do not fit the samples.
     """
-    meta = {"output_format": metadata.value} if isinstance(metadata, OutputFormat) else metadata
+    meta = ModelMetadata(output_format=metadata) if isinstance(metadata, OutputFormat) else metadata
     n = len(outputs.arrays[0]) if outputs.arrays else 0
     if transforms is not None and len(transforms) != n:
         raise ConversionError(f"{len(transforms)} image transforms for {n} samples")
@@ -237,7 +237,8 @@ def _input_size(outputs: ModelOutputs) -> tuple[int, int]:
 
 
 def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None,
-                       pre: Preprocessing | None = None, roles: Sequence[str] | None = None) -> dict[str, Any] | None:
+                       pre: Preprocessing | None = None,
+                       roles: Sequence[str] | None = None) -> DetectionMetadata | None:
     """The ``detection`` part of the edgekit metadata for a detector (the converter writes it; the
     gate decodes with it). YOLO boxes are judged normalized when 99% of their coordinates stay in 1.5;
     a model read as Ultralytics' (``pre.box_mapping``) gets its predict's conf, iou and max_det.
@@ -245,11 +246,10 @@ def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None,
     with as many classes as box coordinates their shapes cannot tell them apart.
     """
     if fmt is OutputFormat.SSD:
-        return {"box_format": "yxyx", "normalized": True}
+        return DetectionMetadata(box_format=BoxFormat.YXYX, normalized=True)
     if fmt is OutputFormat.YOLO:
-        doc: dict[str, Any] = {"box_format": "cxcywh", "iou_threshold": DEFAULT_IOU}
-        if roles is not None:
-            doc["outputs"] = list(roles)
+        doc = DetectionMetadata(iou_threshold=DEFAULT_IOU, box_format=BoxFormat.CXCYWH,
+                                outputs=None if roles is None else tuple(roles))
         if reference is not None:  # boxes of a few input pixels or more are not in 0..1
             boxes = yolo_boxes(reference, roles)
             # Judged on the rows the device would keep, as its decoder does: an Ultralytics TFLite
@@ -257,18 +257,20 @@ def detection_metadata(fmt: OutputFormat | None, reference: ModelOutputs | None,
             confident = yolo_confidence(reference, roles) >= TRUTH_SCORE
             if confident.shape == boxes.shape[:1] and confident.any():
                 boxes = boxes[confident]
-            doc["normalized"] = bool(boxes.size and np.percentile(np.abs(boxes), 99) <= 1.5)
+            doc = replace(doc, normalized=bool(boxes.size and np.percentile(np.abs(boxes), 99) <= 1.5))
             where = yolo_outputs(reference.specs, _roles_doc(roles))
             if not where.split and where.layout is YoloLayout.V5:
-                doc["objectness"] = True  # so a head split after its boxes is read as YOLOv5 on the device
+                doc = replace(doc, objectness=True)  # so a head split after its boxes is read as YOLOv5 on the device
         if pre is not None and pre.box_mapping is BoxMapping.ULTRALYTICS:
-            doc.update(PREDICT_DEFAULTS)
+            doc = replace(doc, score_threshold=float(PREDICT_DEFAULTS["score_threshold"]),
+                          iou_threshold=float(PREDICT_DEFAULTS["iou_threshold"]),
+                          max_det=int(PREDICT_DEFAULTS["max_det"]))
         return doc
     return None
 
 
 def _roles_doc(roles: Sequence[str] | None) -> dict[str, Any] | None:
-    return None if roles is None else {"detection": {"outputs": list(roles)}}
+    return None if roles is None else ModelMetadata(detection=DetectionMetadata(outputs=tuple(roles))).to_document()
 
 
 def yolo_confidence(outputs: ModelOutputs, roles: Sequence[str] | None = None) -> np.ndarray:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from edgekit.contract.enums import Choice, ColorOrder, OutputFormat, ResizeMode, Task
+from edgekit.contract.enums import Choice, ColorOrder, Layout, OutputFormat, ResizeMode, Task
 from edgekit.converters.targets import GateTargets
 from edgekit.errors import InputError
 
@@ -136,9 +136,9 @@ class ConvertOptions:
     int16: Sequence[str] = ()
     verbose: bool = False
     progress: bool = True
-    # ONNX in: the input layout when its shape reads both ways ("nchw" | "nhwc"); and whether to
-    # split a YOLO head whose one output mixes boxes and scores (the int8 collapse) before converting.
-    layout: str | None = None
+    # ONNX in: the input layout when its shape reads both ways (Layout, or "nchw" | "nhwc"); and whether
+    # to split a YOLO head whose one output mixes boxes and scores (the int8 collapse) before converting.
+    layout: Layout | None = None
     split_head: bool = True
 
     def __post_init__(self) -> None:
@@ -147,6 +147,8 @@ class ConvertOptions:
             object.__setattr__(self, "task", Task.parse(self.task))
         if self.output_format is not None:
             object.__setattr__(self, "output_format", OutputFormat.parse(self.output_format))
+        if self.layout is not None:
+            object.__setattr__(self, "layout", Layout.parse(self.layout))
         if self.report_dir is not None:
             object.__setattr__(self, "report_dir", Path(self.report_dir))
         for name in ("num_calibration", "num_validation"):

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from edgekit.contract.metadata import DetectionMetadata, ModelMetadata, QuantizationMetadata
 from edgekit.converters._native import capture_native_output
 from edgekit.converters.audit import AuditFinding, AuditReport, audit_calibration
 from edgekit.converters.engines.aiq import default_engine
@@ -299,31 +300,29 @@ class Session:
             metadata=doc, source_sha256=self.src.sha256, engine=f"{self.engine.name} ({self.engine.version})")
 
     def metadata(self, p: Prepared, measured: Measured, kept: tuple[str, ...]) -> dict[str, Any]:
-        """The edgekit metadata document (BRIEF's schema); absent values are left out."""
+        """The edgekit metadata document (BRIEF's schema, written by the contract's ModelMetadata);
+        absent values are left out, and ``extra_metadata``'s keys win."""
         from edgekit import __version__
 
         m, g = measured.metrics, measured.gate
-        doc: dict[str, Any] = {
-            "edgekit_version": __version__,
-            "task": p.task.value if p.task else None,
-            "labels": list(p.labels) if p.labels else None,
-            "preprocessing": p.pre.to_metadata() if p.pre else None,
-            "output_format": p.output_format.value if p.output_format else None,
-            "detection": _with_roles(detection_metadata(p.output_format, p.reference, p.pre, self._stated(p.roles)),
-                                     p.roles),
-            "quantization": _drop_none({
-                "mode": self.opts.mode.value, "engine": self.engine.name, "engine_version": self.engine.version,
-                "calibration_samples": len(p.data.calibration) if p.data.calibration else None,
-                "seed": self.opts.seed, "layers_in_float": list(kept) or None}),
-            "source": {"name": self.src.name, "sha256": self.src.sha256},
-            "accuracy": _drop_none({
+        detection = detection_metadata(p.output_format, p.reference, p.pre, self._stated(p.roles))
+        if detection is not None and p.roles is not None:  # a split head's outputs, named (the device reads them as a pair)
+            detection = dataclasses.replace(detection, outputs=tuple(p.roles))
+        meta = ModelMetadata(
+            task=p.task, output_format=p.output_format, labels=tuple(p.labels or ()),
+            detection=detection or DetectionMetadata(), preprocessing=p.pre.to_metadata() if p.pre else {},
+            source=self.src.name, source_sha256=self.src.sha256, edgekit_version=__version__,
+            quantization=QuantizationMetadata(
+                self.opts.mode.value, self.engine.name, self.engine.version,
+                len(p.data.calibration) if p.data.calibration else None, self.opts.seed, kept),
+            accuracy=_drop_none({
                 "validation_samples": m.samples or None, "top1_agreement": m.top1_agreement,
                 "float_accuracy": m.float_accuracy, "accuracy": m.accuracy, "map50": m.map50,
                 "float_map50_truth": m.float_map50_truth, "map50_truth": m.map50_truth,
                 "drop": g.drop, "basis": g.basis if g.drop is not None else None, "max_drop": g.max_drop,
                 "gate": g.status}),
-        }
-        return {**_drop_none(doc), **dict(self.opts.extra_metadata or {})}
+            extra=dict(self.opts.extra_metadata or {}))
+        return meta.to_document()
 
     def _edgetpu(self, res: ConversionResult) -> ConversionResult:
         if not res.gate.passed:
@@ -333,15 +332,11 @@ class Session:
         except ConversionError as exc:
             return dataclasses.replace(res, edgetpu_error=str(exc))
         report = compiled.report
-        doc = {**res.metadata, "edgetpu": {"compiler": report.version, "ops_on_edgetpu": report.ops_on_edgetpu,
-                                           "ops_on_cpu": report.ops_on_cpu}}
+        doc = ModelMetadata.parse(res.metadata, keep_bad=True).with_values(edgetpu={
+            "compiler": report.version, "ops_on_edgetpu": report.ops_on_edgetpu, "ops_on_cpu": report.ops_on_cpu
+        }).to_document()
         write_bytes_atomic(compiled.model, write_metadata(compiled.model.read_bytes(), doc))
         return dataclasses.replace(res, edgetpu=compiled)
-
-
-def _with_roles(doc: dict[str, Any] | None, roles: tuple[str, ...] | None) -> dict[str, Any] | None:
-    """The detection metadata naming the outputs of a split head (the device reads them as a pair)."""
-    return doc if doc is None or roles is None else {**doc, "outputs": list(roles)}
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:

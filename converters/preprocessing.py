@@ -122,9 +122,8 @@ def resolve_preprocessing(src: SourceModel, given: PreprocessingOverrides) -> tu
         decided = f"model: {src.normalization.description} at its input, so it takes raw pixels 0..255"
     elif (hint := getattr(src, "preprocessing_hint", None)) is not None:
         mean, std, decided = hint.mean, hint.std, hint.description
-        hinted_resize = ResizeMode.parse(hint.resize)
-        read_as = (Interpolation.parse(getattr(hint, "interpolation", "auto")),
-                   BoxMapping.parse(getattr(hint, "box_mapping", "exact")))
+        hinted_resize = hint.resize
+        read_as = (hint.interpolation, hint.box_mapping)
         pad_value = getattr(hint, "pad_value", None)
     elif (app := _keras_application(src.model_name)) is not None:
         mean, std, app_color = app[1], app[2], app[3]

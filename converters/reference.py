@@ -106,9 +106,11 @@ def truth_map50(outputs: ModelOutputs, fmt: OutputFormat, reference: ModelOutput
     decoded as the device decodes them (`roles`: a two-output head's, as the file states them) and
     mapped onto each image through its transform."""
     from edgekit.contract import map50
+    from edgekit.contract.metadata import DetectionMetadata, ModelMetadata
     from edgekit.converters.evaluate import detection_metadata, detections
 
     if samples.truth is None:
         return None
-    meta = {"output_format": fmt.value, "detection": detection_metadata(fmt, reference, roles=roles)}
+    meta = ModelMetadata(output_format=fmt,
+                         detection=detection_metadata(fmt, reference, roles=roles) or DetectionMetadata())
     return map50(samples.truth, detections(outputs, meta, TRUTH_SCORE_FLOOR, samples.transforms))

@@ -41,7 +41,15 @@ COMMANDS: dict[str, str] = {
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with did-you-mean for misspelt choices and commands."""
+    """argparse with did-you-mean for misspelt choices and commands; a default that is an options
+    dataclass's (commands/_defaults.FieldDefault) is looked up once the arguments are parsed."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        from edgekit.commands._defaults import resolve_defaults
+
+        resolve_defaults(self)  # this parser's; a subcommand's parser resolves its own when it parses
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
         hint = ""

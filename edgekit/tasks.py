@@ -29,7 +29,7 @@ from edgekit.engine import ModelEngine
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, detector_labels_note, load_labels
 from edgekit.results import Classes, Detections, FrameResult, Result
-from edgekit.runtimes.delegates import Delegate
+from edgekit.runtimes.delegates import Delegate, DelegateSpec
 from edgekit.runtimes.loader import default_threads, load_model
 from edgekit.runtimes.model import Model
 
@@ -63,7 +63,7 @@ class TaskOptions:
     model: str | os.PathLike[str]
     labels: str | os.PathLike[str] | Sequence[str] | None = None
     resize: ResizeMode | str | None = None
-    delegate: Delegate | str = Delegate.AUTO
+    delegate: Delegate | DelegateSpec | str = Delegate.AUTO  # a name, "edgetpu:usb:1", or either parsed
     num_threads: int | None = None
     warmup: int = 2  # inferences before the first frame (the Edge TPU's first one is slow)
     # Try the file in a child process before loading it (see edgekit.runtimes.isolation);

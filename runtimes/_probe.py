@@ -214,16 +214,17 @@ def _step(name: str) -> None:
 
 
 def _run_child(data: bytes, be: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from edgekit.runtimes.delegates import EdgeTPUDevice, load_edgetpu_delegate
+    from edgekit.runtimes.delegates import Delegate, EdgeTPUDevice, load_edgetpu_delegate
 
     delegates = []
-    if args.delegate == "edgetpu":
+    delegate = Delegate(args.delegate)
+    if delegate is Delegate.EDGETPU:
         device = EdgeTPUDevice.parse(args.device) if args.device else None
         delegates.append(load_edgetpu_delegate(be.load_delegate, device))
     _step("create")
     try:
         interp = be.make_interpreter(model_content=data, num_threads=args.threads, delegates=delegates,
-                                     disable_default_delegates=args.delegate in ("cpu", "edgetpu"))
+                                     disable_default_delegates=delegate in (Delegate.CPU, Delegate.EDGETPU))
         interp.allocate_tensors()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which words it
         return {"ok": False, "stage": "create", "error": f"{type(exc).__name__}: {exc}"}

@@ -17,6 +17,7 @@ from edgekit.errors import DelegateError, InputError
 
 __all__ = [
     "Delegate",
+    "DelegateSpec",
     "EdgeTPUDevice",
     "EDGETPU_LIBRARIES",
     "EDGETPU_INSTALL_HINT",
@@ -41,10 +42,12 @@ class Delegate(str, enum.Enum):
     EDGETPU = "edgetpu"
 
     @classmethod
-    def parse(cls, value: str | Delegate) -> tuple[Delegate, EdgeTPUDevice | None]:
+    def parse(cls, value: str | Delegate | DelegateSpec) -> tuple[Delegate, EdgeTPUDevice | None]:
         """Parse 'auto', 'cpu', 'xnnpack', 'edgetpu', 'edgetpu:usb:1', ... into (delegate, device)."""
         if isinstance(value, Delegate):
             return value, None
+        if isinstance(value, DelegateSpec):
+            return value.delegate, value.device
         text = str(value).strip().lower()
         head, _, rest = text.partition(":")
         try:
@@ -111,6 +114,26 @@ class EdgeTPUDevice:
 
     def __str__(self) -> str:
         return self.option or "any"
+
+
+@dataclass(frozen=True)
+class DelegateSpec:
+    """A delegate and, for the Edge TPU, which one: ``edgetpu:usb:1`` read once (:meth:`Delegate.parse`
+    says what is wrong with a bad one); ``str()`` spells it back."""
+
+    delegate: Delegate = Delegate.AUTO
+    device: EdgeTPUDevice | None = None
+
+    @classmethod
+    def parse(cls, value: str | Delegate | DelegateSpec) -> DelegateSpec:
+        """Raises InputError: an unknown delegate or device, or a device for a delegate that takes none."""
+        if isinstance(value, DelegateSpec):
+            return value
+        return cls(*Delegate.parse(value))
+
+    def __str__(self) -> str:
+        option = self.device.option if self.device is not None else None
+        return self.delegate.value + (f":{option}" if option else "")
 
 
 def list_edgetpu_devices() -> list[str]:

@@ -12,6 +12,7 @@ from edgekit.runtimes.backends import Backend, resolve_backend
 from edgekit.runtimes.delegates import (
     EDGETPU_INSTALL_HINT,
     Delegate,
+    DelegateSpec,
     EdgeTPUDevice,
     load_edgetpu_delegate,
 )
@@ -40,7 +41,7 @@ def _count_delegate_nodes(interp: Any) -> int:
         return 0
 
 
-def load_model(path: str | os.PathLike[str], delegate: Delegate | str = Delegate.AUTO,
+def load_model(path: str | os.PathLike[str], delegate: Delegate | DelegateSpec | str = Delegate.AUTO,
                num_threads: int | None = None, *, backend: str | None = None,
                edgetpu_device: str | EdgeTPUDevice | None = None, isolate: bool | None = None,
                isolate_timeout: float | None = None) -> Model:

@@ -24,7 +24,7 @@ TENSORFLOW = ("tensorflow", "keras", "tf_keras")
 # (the longest name that prefixes a module places it). Results sit under the decoders that build
 # them and drawing sits above both; the cell (inspect) under the wings that plug into it (fleet).
 FLOORS = (
-    ("edgekit.errors", "edgekit._lazy"),
+    ("edgekit.errors", "edgekit._lazy", "edgekit.ranges"),
     ("edgekit.results", "edgekit.labels", "edgekit.outputs"),
     ("edgekit.contract",),
     ("edgekit.runtimes",),

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
+from edgekit.contract.enums import BoxMapping, Interpolation, ResizeMode
+
 if TYPE_CHECKING:
     from edgekit.converters.yolo_head import HeadSplit
 
@@ -42,13 +44,18 @@ class PreprocessingHint:
 
     mean: tuple[float, ...]
     std: tuple[float, ...]
-    resize: str  # "stretch" | "letterbox"
+    resize: ResizeMode  # (or its name: "stretch" | "letterbox"; parsed here, once)
     description: str
-    # how the device shrinks frames and maps letterboxed boxes back (edgekit.contract.Interpolation,
-    # BoxMapping): Ultralytics' models are read as its predict does, "linear" and "ultralytics"
-    interpolation: str = "auto"
-    box_mapping: str = "exact"
+    # how the device shrinks frames and maps letterboxed boxes back: Ultralytics' models are read as
+    # its predict does, LINEAR and ULTRALYTICS
+    interpolation: Interpolation = Interpolation.AUTO
+    box_mapping: BoxMapping = BoxMapping.EXACT
     pad_value: int | None = None  # the letterbox border (None: edgekit's gray 114)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resize", ResizeMode.parse(self.resize))
+        object.__setattr__(self, "interpolation", Interpolation.parse(self.interpolation))
+        object.__setattr__(self, "box_mapping", BoxMapping.parse(self.box_mapping))
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.contract.enums import BoxMapping, Interpolation, Layout, ResizeMode
 from edgekit.converters.sources.base import PreprocessingHint, SourceModel
 from edgekit.converters.yolo_head import HeadSplit, split_onnx_head
 from edgekit.errors import ConversionError, InputError
@@ -197,7 +198,7 @@ def onnx_input(model: Any, path: Path, input_size: tuple[int, int] | None, layou
     if tt.elem_type != 1:  # TensorProto.FLOAT
         raise ConversionError(f"{str(path)!r}: input {inp.name!r} is not float32; export the float model")
     if layout is not None:
-        nchw = layout.lower() == "nchw"
+        nchw = Layout.parse(layout) is Layout.NCHW
     elif dims[1] in (1, 3) and dims[3] not in (1, 3):
         nchw = True
     elif dims[3] in (1, 3) and dims[1] not in (1, 3):
@@ -249,7 +250,7 @@ def graph_normalization(model: Any, input_name: str) -> PreprocessingHint | None
         value = float(np.mean(np.abs(other)))
         if not test(value):
             return None
-        return PreprocessingHint(mean=(0.0,), std=(1.0,), resize="stretch",
+        return PreprocessingHint(mean=(0.0,), std=(1.0,), resize=ResizeMode.STRETCH,
                                  description=f"model: {node.op_type} by {value:.4g} at its input "
                                              f"({node.name or node.op_type!r}), so it takes raw pixels 0..255")
     return None
@@ -412,9 +413,9 @@ def load_onnx(path: Path, input_size: tuple[int, int] | None = None, layout: str
     m = open_onnx(path, input_size, layout, split_head)
     hint = graph_normalization(m.model, m.spec.name)
     if hint is None and m.hints.ultralytics:
-        hint = PreprocessingHint(mean=(0.0,), std=(255.0,), resize="letterbox",
+        hint = PreprocessingHint(mean=(0.0,), std=(255.0,), resize=ResizeMode.LETTERBOX,
                                  description="Ultralytics export metadata: RGB pixels / 255, letterboxed",
-                                 interpolation="linear", box_mapping="ultralytics")
+                                 interpolation=Interpolation.LINEAR, box_mapping=BoxMapping.ULTRALYTICS)
     return OnnxSource(name=path.name, sha256=sha256_bytes(m.data), input_shape=m.spec.nhwc_shape,
                       input_dtype="float32", model_name=m.model.graph.name or path.stem,
                       reference=OnnxReference(m.model.SerializeToString(), m.spec),

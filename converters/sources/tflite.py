@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from edgekit.contract.enums import Layout
+from edgekit.contract.enums import BoxMapping, Interpolation, Layout, ResizeMode
 from edgekit.contract.metadata import ModelMetadata
 from edgekit.converters.data import DataSplit, Samples
 from edgekit.converters.sources.base import PreprocessingHint, SourceModel, SplitT
@@ -165,8 +165,8 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
     own = (Provenance.EDGEKIT, Provenance.ULTRALYTICS)  # Ultralytics' own metadata, translated, is edgekit's
     if dev is not None and dev.sources.get("normalization") in own and dev.normalization is not None \
             and dev.normalization.mean is not None and dev.normalization.std is not None:
-        hint = PreprocessingHint(dev.normalization.mean, dev.normalization.std, dev.resize.value,
-                                 "the model's edgekit metadata", dev.interpolation.value, dev.box_mapping.value)
+        hint = PreprocessingHint(dev.normalization.mean, dev.normalization.std, dev.resize,
+                                 "the model's edgekit metadata", dev.interpolation, dev.box_mapping)
         return labels, hint
     support = info.support if info is not None else read_support_metadata(data, parsed)  # MediaPipe / Model Maker
     if support is not None:
@@ -174,10 +174,10 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
         if support.mean and support.std:
             # The rest as the device decides it for this file (its family's preset, else the convention).
             dev = dev if dev is not None else preprocessing_for(model_info("", data, parsed))
-            hint = PreprocessingHint(support.mean, support.std, dev.resize.value,
+            hint = PreprocessingHint(support.mean, support.std, dev.resize,
                                      "the model's TFLite metadata (NormalizationOptions)"
                                      + (f" and the {dev.preset} preset" if dev.preset else ""),
-                                     dev.interpolation.value, dev.box_mapping.value,
+                                     dev.interpolation, dev.box_mapping,
                                      dev.pad_value if dev.preset else None)
         return support.labels, hint
     exported = _ultralytics_metadata(data)
@@ -186,8 +186,9 @@ def exporter_hints(data: bytes, parsed: TFLiteFile) -> tuple[tuple[str, ...] | N
     from edgekit.contract.ultralytics import ultralytics_names  # by class id, as the device reads them
 
     names = ultralytics_names(exported)
-    hint = PreprocessingHint((0.0,), (255.0,), "letterbox", "Ultralytics export metadata (RGB / 255, letterbox)",
-                             "linear", "ultralytics")
+    hint = PreprocessingHint((0.0,), (255.0,), ResizeMode.LETTERBOX,
+                             "Ultralytics export metadata (RGB / 255, letterbox)",
+                             Interpolation.LINEAR, BoxMapping.ULTRALYTICS)
     return (tuple(names) if names else None), hint
 
 

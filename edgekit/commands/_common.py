@@ -12,6 +12,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
+from edgekit.commands._defaults import FieldDefault
 from edgekit.errors import InputError
 from edgekit.runtimes.delegates import Delegate
 
@@ -26,6 +27,9 @@ __all__ = ["delegate_arg", "delegate_list_arg", "int_list_arg", "positive_int", 
            "logging_to_stderr", "LineSink", "close_all", "resolve_warmup"]
 
 _DELEGATES = ", ".join(repr(d.value) for d in Delegate)
+# --delegate's help and default, from the enum and the tasks' options (one place each)
+DELEGATE_HELP = f"{', '.join(d.value for d in Delegate)} or {Delegate.EDGETPU.value}:DEVICE"
+DELEGATE_DEFAULT = FieldDefault("edgekit.tasks:TaskOptions", "delegate")
 
 
 def delegate_arg(text: str) -> str:
@@ -192,7 +196,7 @@ def add_source_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
     """--delegate, --threads and --warmup."""
-    p.add_argument("--delegate", type=delegate_arg, default="auto", help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE")
+    p.add_argument("--delegate", type=delegate_arg, default=DELEGATE_DEFAULT, help=DELEGATE_HELP)
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads; when absent, every core up to 4")
     p.add_argument("--warmup", type=non_negative_int, default=None, metavar="N",
                    help="inferences before the first frame (default: 2 for a camera, stream or video, "

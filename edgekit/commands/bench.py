@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.commands._common import (
+    DELEGATE_HELP,
     delegate_list_arg,
     int_list_arg,
     native_stderr_filtered,
@@ -46,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--threads", type=int_list_arg, default=str(default_threads()),
                    help="CPU thread counts, comma-separated (e.g. 1,2,4)")
     p.add_argument("--delegate", type=delegate_list_arg, default="auto",
-                   help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE (usb, usb:1, pci:0); comma-separated")
+                   help=f"{DELEGATE_HELP} (usb, usb:1, pci:0); comma-separated")
     p.add_argument("--runs", type=positive_int, default=50, help="timed inferences per row")
     p.add_argument("--warmup", type=non_negative_int, default=5, help="untimed inferences first")
     p.add_argument("--json", action="store_true", help="print a JSON list of rows")

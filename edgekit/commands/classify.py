@@ -16,7 +16,8 @@ import sys
 import time
 from typing import Any
 
-from edgekit.commands._common import delegate_arg, native_stderr_filtered, positive_int
+from edgekit.commands._common import DELEGATE_DEFAULT, DELEGATE_HELP, delegate_arg, native_stderr_filtered, positive_int
+from edgekit.commands._defaults import FieldDefault
 from edgekit.labels import NO_LABELS_NOTE
 from edgekit.errors import EdgekitError, InputError
 from edgekit.preprocess import load_image
@@ -25,6 +26,9 @@ from edgekit.runtimes.loader import default_threads
 from edgekit.tasks import Classifier, ClassifierOptions
 
 __all__ = ["register", "run"]
+
+
+OPTIONS = "edgekit.tasks:ClassifierOptions"  # the flags' defaults are its own
 
 
 def register(subparsers: Any) -> None:
@@ -38,10 +42,11 @@ def register(subparsers: Any) -> None:
         formatter_class=HelpFormatter)
     p.add_argument("-m", "--model", required=True, help="the .tflite classification model")
     p.add_argument("--labels", help="labels file (one per line, or 'id label'); overrides the model's labels")
-    p.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes to show per image")
-    p.add_argument("-t", "--threshold", type=float, default=0.0, help="hide classes scoring below this")
-    p.add_argument("--delegate", type=delegate_arg, default="auto",
-                   help="auto, cpu, xnnpack, edgetpu or edgetpu:DEVICE")
+    p.add_argument("-k", "--top-k", type=positive_int, default=FieldDefault(OPTIONS, "top_k"),
+                   help="classes to show per image")
+    p.add_argument("-t", "--threshold", type=float, default=FieldDefault(OPTIONS, "threshold"),
+                   help="hide classes scoring below this")
+    p.add_argument("--delegate", type=delegate_arg, default=DELEGATE_DEFAULT, help=DELEGATE_HELP)
     p.add_argument("--threads", type=positive_int, default=str(default_threads()),
                    help="CPU threads (all cores, at most 4)")
     p.add_argument("--json", action="store_true", help="one JSON object per image and line")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.commands._common import add_verbose_argument, positive_int
+from edgekit.commands._defaults import FieldDefault
 from edgekit.contract.enums import ColorOrder, Layout, OutputFormat, ResizeMode, Task
 from edgekit.errors import ConversionError
 from edgekit.outputs import output_file_arg, output_folder_arg
@@ -28,6 +29,11 @@ CONVERTED_TASKS = (Task.CLASSIFY, Task.DETECT)
 CONVERTED_FORMATS = (OutputFormat.CLASSES, OutputFormat.SSD, OutputFormat.YOLO)
 INSTALL = "pip install 'edgekit-tflite[convert]'"
 
+
+
+def _OPTION(name: str) -> FieldDefault:  # noqa: N802 - reads as the constant it stands for
+    """The flag's default is ConvertOptions' own (looked up when needed: no converter import here)."""
+    return FieldDefault("edgekit.converters.options:ConvertOptions", name)
 
 def register(subparsers: Any) -> None:
     from edgekit.commands._help import HelpFormatter
@@ -53,16 +59,17 @@ def register(subparsers: Any) -> None:
                    help="input kinds: a Keras file (.keras/.h5), a SavedModel folder, an ONNX file (.onnx) or a "
                         "float32 .tflite")
     p.add_argument("-o", "--output", type=output_file_arg, help="the .tflite to write (required unless --compare-modes)")
-    p.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.INT8.value, help="quantization mode")
+    p.add_argument("--mode", choices=[m.value for m in Mode], default=_OPTION("mode"), help="quantization mode")
     data = p.add_argument_group("data")
     data.add_argument("--calibration", metavar="PATH",
                       help="image folder (recursive; class sub-folders give labels), .npy or .npz")
-    data.add_argument("--num-calibration", type=positive_int, default=300, metavar="N",
+    data.add_argument("--num-calibration", type=positive_int, default=_OPTION("num_calibration"), metavar="N",
                       help="calibration samples, drawn reproducibly with --seed")
     data.add_argument("--validation", metavar="PATH",
                       help="data to measure accuracy on; without it a random 20%% of --calibration is held out")
-    data.add_argument("--num-validation", type=positive_int, default=500, metavar="N", help="validation samples")
-    data.add_argument("--seed", type=int, default=0, help="seed for sampling")
+    data.add_argument("--num-validation", type=positive_int, default=_OPTION("num_validation"), metavar="N",
+                      help="validation samples")
+    data.add_argument("--seed", type=int, default=_OPTION("seed"), help="seed for sampling")
     data.add_argument("--labels", metavar="FILE", help="labels file (one per line); stored in the model")
     gate = p.add_argument_group("accuracy gate")
     gate.add_argument("--max-drop", type=float, metavar="POINTS",
@@ -79,7 +86,7 @@ def register(subparsers: Any) -> None:
                            "model's (0: none)")
     gate.add_argument("--auto-fallback", action="store_true",
                       help="when the gate fails, keep the most sensitive layers in float and try again")
-    gate.add_argument("--max-fallback-layers", type=positive_int, default=8, metavar="N",
+    gate.add_argument("--max-fallback-layers", type=positive_int, default=_OPTION("max_fallback_layers"), metavar="N",
                       help="at most this many layers kept in float")
     recipe = p.add_argument_group("per-layer recipe (ai-edge-quantizer; a float .tflite uses it always)")
     recipe.add_argument("--keep-float", action="append", metavar="OP_OR_NAME",

@@ -7,9 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edgekit.commands._defaults import FieldDefault
 from edgekit.outputs import output_folder_arg
 
 __all__ = ["register", "run"]
+
+
+OPTIONS = "edgekit.demo.options:DemoOptions"  # the flags' defaults are its own
 
 
 def register(subparsers: Any) -> None:
@@ -22,9 +26,9 @@ def register(subparsers: Any) -> None:
                     "`edgekit detect --realtime` and `edgekit inspect` on the video, and writes DIR/summary.md. "
                     "Needs the convert extra (TensorFlow): pip install 'edgekit-tflite[convert]'.",
         formatter_class=HelpFormatter)
-    p.add_argument("--out", default="edgekit-demo", metavar="DIR", type=output_folder_arg, help="folder for everything the demo writes")
+    p.add_argument("--out", default=FieldDefault(OPTIONS, "out"), metavar="DIR", type=output_folder_arg, help="folder for everything the demo writes")
     p.add_argument("--quick", action="store_true", help="a reduced run (small data, 45 training steps): about a minute")
-    p.add_argument("--seed", type=int, default=0, help="seed for the data and the training")
+    p.add_argument("--seed", type=int, default=FieldDefault(OPTIONS, "seed"), help="seed for the data and the training")
     p.add_argument("--max-drop", type=float, default=None, metavar="POINTS",
                    help="mAP points int8 may lose against float (default 3; 25 with --quick, whose model is weak)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")

@@ -34,6 +34,7 @@ from edgekit.commands._common import (
     source_spec,
     stop_on_signals,
 )
+from edgekit.commands._defaults import FieldDefault
 from edgekit.contract import OutputFormat, ResizeMode
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import NO_LABELS_NOTE
@@ -70,7 +71,8 @@ def register(subparsers: Any) -> None:
     rs.add_argument("--letterbox", dest="resize", action="store_const", const="letterbox",
                     help="short for --resize letterbox")
     p.add_argument("--iou", type=fraction, default=None, help="NMS IoU threshold for YOLO; when absent, the model's, else 0.45")
-    p.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per frame for a classifier")
+    p.add_argument("-k", "--top-k", type=positive_int, default=FieldDefault("edgekit.tasks:ClassifierOptions", "top_k"),
+                   help="classes per frame for a classifier")
     add_runtime_arguments(p)
     p.add_argument("--performance", choices=[m.value for m in Performance], default=Performance.AUTO.value,
                    help="latency: one interpreter, each frame as soon as possible; throughput: two "

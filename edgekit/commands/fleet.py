@@ -9,6 +9,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from edgekit.commands._defaults import FieldDefault
+
 __all__ = ["register", "run", "status_table"]
 
 
@@ -21,7 +23,8 @@ def register(subparsers: Any) -> None:
     sub.required = True
     s = sub.add_parser("status", help="a table of every device's status", formatter_class=HelpFormatter)
     s.add_argument("--broker", required=True, metavar="HOST:PORT", help="the MQTT broker the devices report to")
-    s.add_argument("--prefix", default="edgekit", help="the devices' topic prefix")
+    s.add_argument("--prefix", default=FieldDefault("edgekit.sinks.mqtt:MqttConfig", "topic_prefix"),
+                   help="the devices' topic prefix")
     s.add_argument("--wait", type=float, default=1.0, metavar="S", help="listen this long after the last message")
     s.add_argument("--json", action="store_true", help="print JSON, one object per device")
     s.set_defaults(func=run)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from edgekit.contract import Interpolation, Normalization, OutputFormat, ResizeMode, Task
 from edgekit.contract.presets import PRESETS
 from edgekit.contract.anchors import ANCHOR_PRESETS, AnchorSpec
+from edgekit.contract.metadata import ModelMetadata
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import load_labels
 from edgekit.runtimes.tensors import inspect_model
@@ -75,33 +76,31 @@ def _anchors(value: str) -> AnchorSpec:
         raise InputError(str(exc).replace("the model's anchor options", f"--anchors {value!r}")) from None
 
 
-def updated_metadata(current: dict[str, Any] | None, args: argparse.Namespace) -> dict[str, Any]:
-    """``current`` with the keys the arguments give replaced.
+def updated_metadata(current: Mapping[str, Any] | None, args: argparse.Namespace) -> dict[str, Any]:
+    """``current`` with the keys the arguments give replaced (a value it held that makes no sense is
+    kept as it was unless the arguments replace it: this is how a file is repaired).
 
     Raises:
         InputError: the anchor file or labels file is missing or invalid.
     """
-    doc = dict(current or {})
+    meta = ModelMetadata.parse(current, keep_bad=True)
     if args.anchors:
-        doc["anchors"] = _anchors(args.anchors).to_metadata()
-        doc.setdefault("task", Task.DETECT.value)
-        doc.setdefault("output_format", OutputFormat.ANCHORS.value)
+        meta = meta.with_values(anchors=_anchors(args.anchors).to_metadata(), task=meta.task or Task.DETECT,
+                                output_format=meta.output_format or OutputFormat.ANCHORS)
     if args.task:
-        doc["task"] = args.task
+        meta = meta.with_values(task=Task.parse(args.task))
     if args.output_format:
-        doc["output_format"] = args.output_format
+        meta = meta.with_values(output_format=OutputFormat.parse(args.output_format))
     if args.labels:
-        doc["labels"] = load_labels(args.labels)
+        meta = meta.with_values(labels=tuple(load_labels(args.labels)))
+    pre = dict(meta.preprocessing)
     if getattr(args, "preset", None):
-        preset = PRESETS[args.preset].to_metadata()
-        pre = doc.get("preprocessing")
-        doc.update({k: v for k, v in preset.items() if k != "preprocessing"})
-        doc["preprocessing"] = {**(pre if isinstance(pre, dict) else {}), **preset["preprocessing"]}
-    pre = dict(doc.get("preprocessing") or {}) if isinstance(doc.get("preprocessing"), dict) else {}
+        preset = ModelMetadata.parse(PRESETS[args.preset].to_metadata())
+        meta = meta.with_values(task=preset.task or meta.task, output_format=preset.output_format or meta.output_format,
+                                anchors=preset.anchors if preset.anchors is not None else meta.anchors)
+        pre.update(preset.preprocessing)
     pre.update(_preprocessing_options(args))
-    if pre:
-        doc["preprocessing"] = pre
-    return doc
+    return meta.with_values(preprocessing=pre).to_document()
 
 
 def _preprocessing_options(args: argparse.Namespace) -> dict[str, Any]:

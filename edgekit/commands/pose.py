@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from edgekit.commands._common import fraction
+from edgekit.commands._defaults import FieldDefault
 from edgekit.commands.segment import add_common_arguments, run_vision
 from edgekit.results import FrameResult
 
@@ -25,7 +26,8 @@ def register(subparsers: Any) -> None:
                     "keypoints come back in the frame's own pixels.",
         formatter_class=HelpFormatter)
     add_common_arguments(p)
-    p.add_argument("-t", "--threshold", type=fraction, default=0.2,
+    p.add_argument("-t", "--threshold", type=fraction,
+                   default=FieldDefault("edgekit.tasks_vision:PoseEstimatorOptions", "threshold"),
                    help="minimum person score (single pose: the mean keypoint score)")
     p.set_defaults(func=run)
 

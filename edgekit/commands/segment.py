@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from edgekit.commands._defaults import FieldDefault
 from edgekit.commands._common import (
     LineSink,
     add_runtime_arguments,
@@ -47,6 +48,9 @@ __all__ = ["register", "run", "add_common_arguments", "run_vision", "ImageSink"]
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 
 
+OPTIONS = "edgekit.tasks_vision:SegmenterOptions"  # the flags' defaults are its own
+
+
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     """Model, source, output and runtime flags shared by `segment` and `pose` (as `detect` spells them)."""
     add_source_arguments(p)
@@ -70,9 +74,9 @@ def register(subparsers: Any) -> None:
                     "area in pixels), in the frame's own pixels.",
         formatter_class=HelpFormatter)
     add_common_arguments(p)
-    p.add_argument("-t", "--threshold", type=fraction, default=0.5,
+    p.add_argument("-t", "--threshold", type=fraction, default=FieldDefault(OPTIONS, "threshold"),
                    help="for one-channel (foreground) models: the probability that makes a pixel foreground")
-    p.add_argument("--min-area", type=non_negative_int, default=1, metavar="PIXELS",
+    p.add_argument("--min-area", type=non_negative_int, default=FieldDefault(OPTIONS, "min_area"), metavar="PIXELS",
                    help="leave out regions smaller than this")
     p.add_argument("--classes", type=labels_arg, help="regions of these labels or class ids only, e.g. scratch,dent")
     p.add_argument("--labels", help="labels file (one per line, or 'id label') instead of the model's own")

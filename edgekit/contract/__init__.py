@@ -43,6 +43,11 @@ every key optional, absent keys fall back to recognition from shapes):
                       ``outputs`` ["boxes", "scores"] in output order, for a YOLO head split
                       into boxes [1, 4, N] and class scores [1, C, N] (each with its own
                       quantization scale)
+``quantization``, ``source``, ``accuracy``, ``edgetpu``, ``edgekit_version``   what the converter
+                      records (mode and engine, the source's name and hash, the gate's figures,
+                      edgetpu_compiler's report); read and written by
+                      :class:`~edgekit.contract.metadata.ModelMetadata` (its ``parse`` and
+                      ``to_document``), the document's one parser and one writer
 """
 
 from __future__ import annotations

@@ -137,17 +137,18 @@ def read_model(model: Any, *, task: Task | None = None, metadata: Mapping[str, A
                         ops=tuple(info.ops or ()), support=getattr(info, "support", None), task=task)
 
 
-def read_tensors(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | None = None, *,
+def read_tensors(outputs: Sequence[TensorLike], metadata: Mapping[str, Any] | ModelMetadata | None = None, *,
                  inputs: Sequence[TensorLike] = (), ops: Iterable[str] = (), support: Any = None,
                  task: Task | None = None) -> ModelReading:
     """:func:`read_model` from the pieces: output and input tensors (anything with ``name`` and
     ``shape``, and ``dtype`` where known), the edgekit metadata document, the graph's op names and
-    the file's TFLite Support metadata.
+    the file's TFLite Support metadata (a :class:`ModelMetadata` built in Python reads as the
+    document it writes).
 
     Raises:
         ModelError: as :func:`read_model`.
     """
-    meta = ModelMetadata.parse(metadata)
+    meta = ModelMetadata.parse(metadata.to_document() if isinstance(metadata, ModelMetadata) else metadata)
     outs, ops = tuple(outputs), tuple(ops)
     evidence: Reading = read_outputs(outs, meta.raw, inputs=inputs, ops=ops, task=task)
     fmt = evidence.format

@@ -64,13 +64,16 @@ class DetectorConfig:
 
 def metadata(input_size: int = 160, labels: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The edgekit metadata a converted demo detector should carry (labels, preprocessing, output format)."""
+    from edgekit.contract import BoxFormat, OutputFormat, Task
+    from edgekit.contract.metadata import DetectionMetadata, ModelMetadata
     from edgekit.demo.scene import CLASS_NAMES
 
-    return {"task": "detect", "labels": list(labels or CLASS_NAMES),
-            "preprocessing": {"input_size": [input_size, input_size], "resize": "stretch", "color": "RGB",
-                              "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0]},
-            "output_format": OUTPUT_FORMAT,
-            "detection": {"box_format": BOX_FORMAT, "normalized": True, "iou_threshold": 0.45}}
+    return ModelMetadata(
+        task=Task.DETECT, labels=tuple(labels or CLASS_NAMES), output_format=OutputFormat(OUTPUT_FORMAT),
+        preprocessing={"input_size": [input_size, input_size], "resize": "stretch", "color": "RGB",
+                       "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0]},
+        detection=DetectionMetadata(box_format=BoxFormat(BOX_FORMAT), normalized=True, iou_threshold=0.45),
+    ).to_document()
 
 
 def require_keras() -> Any:

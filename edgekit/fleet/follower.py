@@ -281,6 +281,8 @@ class FleetFollower:
             return Outcome.UNCHANGED
         if channel is not None:
             self.channel = channel
+            if (listen := getattr(self.publisher, "listen", None)) is not None:  # the release names the topic
+                listen(self.s.notification_topic_for(channel.name))
             if channel.serial > self.state.serial:
                 self.state.serial = channel.serial
                 self._save()
@@ -436,7 +438,8 @@ class FleetFollower:
             self._fps_mark = (now, self._frames)
         return DeviceStatus(device=self.device, state=self.phase.value, running=self.serving, pending=self.pending,
                             last_error=self.last_error, fps=round(fps, 1) if fps is not None else None,
-                            uptime_s=round(now - self._started, 1), channel=self.s.channel_name,
+                            uptime_s=round(now - self._started, 1),
+                            channel=self.channel.name if self.channel is not None else self.s.channel_name,
                             downloaded_bytes=self.downloaded, selftest=self.selftest, updated=time.time())
 
     def publish_status(self) -> None:

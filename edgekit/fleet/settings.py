@@ -53,7 +53,7 @@ class FleetSettings:
     notify_spread: float = 1.0  # seconds over which devices woken by one notification spread their fetches
     broker: tuple[str, int] | None = None
     topic_prefix: str = "edgekit"
-    notify_topic: str | None = None  # default: <prefix>/channel/<the channel URL's folder name>
+    notify_topic: str | None = None  # default: channel_topic(the channel's name), see notification_topic_for
     health: HealthThresholds = field(default_factory=HealthThresholds)
     max_download_bytes: int = 512 << 20
     keep_versions: int = 3
@@ -79,12 +79,19 @@ class FleetSettings:
 
     @property
     def channel_name(self) -> str:
+        """The channel's name before its signed channel.json is read: its URL's folder (which is also
+        the name `edgekit release` gives a channel without --channel)."""
         parts = [p for p in self.channel.split("?")[0].split("/") if p]
         return parts[-2] if len(parts) >= 2 else "default"
 
     @property
     def notification_topic(self) -> str:
-        return self.notify_topic or channel_topic(self.channel_name, self.topic_prefix)
+        return self.notification_topic_for(None)
+
+    def notification_topic_for(self, name: str | None) -> str:
+        """The topic a release of the channel named ``name`` (the signed channel's own, once read; None:
+        :attr:`channel_name`) notifies this device on: the one ``edgekit release --mqtt`` publishes to."""
+        return self.notify_topic or channel_topic(name or self.channel_name, self.topic_prefix)
 
 
 def channel_topic(channel_name: str, prefix: str = FleetSettings.topic_prefix) -> str:

@@ -127,6 +127,14 @@ class StatusPublisher:
             except Exception as exc:  # noqa: BLE001 - a handler bug must not end paho's thread
                 log.error("fleet notification handler failed: %s", exc)
 
+    def listen(self, topic: str) -> None:
+        """Take notifications from ``topic`` instead (the channel's own name, once the follower read it)."""
+        old, self._notify_topic = self._notify_topic, topic
+        if topic != old and self._c is not None and self.connected.is_set():
+            if old:
+                self._c.unsubscribe(old)
+            self._c.subscribe(topic, qos=1)
+
     def publish(self, status: DeviceStatus) -> None:
         text = status.to_json()
         with self._lock:

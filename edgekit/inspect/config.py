@@ -25,6 +25,7 @@ from edgekit.inspect.schema import (FRACTION, NONNEG_INT, PORT, POS_INT, POS_NUM
                                    setting, written)
 from edgekit.inspect.tomlpos import Context, KeyLines, Table
 from edgekit.inspect.triggers import PublishMode, TriggerMode
+from edgekit.runtimes.delegates import Delegate, DelegateSpec
 from edgekit.sinks.mqtt import check_topic_part
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ class ModelConfig:
 
     path: str | None = setting(str, None, path=True)
     dir: str | None = setting(str, None, path=True)
-    delegate: str = setting(str, "auto", doc="auto, cpu, xnnpack, edgetpu or edgetpu:usb:N")
+    delegate: DelegateSpec = setting(str, DelegateSpec(), doc=f"{', '.join(d.value for d in Delegate)} or "
+                                     f"{Delegate.EDGETPU.value}:usb:N", convert=lambda v: _delegate(v))
     threads: int | None = setting(int, None, POS_INT)
     labels: str | None = setting(str, None, path=True)
     threshold: float = setting(float, 0.5, FRACTION)
@@ -96,12 +98,6 @@ class MetricsConfig:
 
 METRICS_OFF = MetricsConfig(enabled=False)
 
-# The top table's own keys; the tables are the sections below it, and the [model] keys of the release
-# channel's wing are FLEET_MODEL_KEYS.
-_TOP = Section(None, {"device": Setting(str, doc="a device id", default=None),
-                      "state_dir": Setting(str, path=True, default=None)},
-               extra_keys=("source", "model", "zones", "rules", "trigger", "sinks", "metrics", "parts", "line", "plc",
-                           "dashboard", "fleet"))
 _SOURCE, _TRIGGER, _METRICS = Section(SourceConfig), Section(TriggerConfig), Section(MetricsConfig)
 _MODEL = Section(ModelConfig, extra_keys=FLEET_MODEL_KEYS)
 _ZONE = Section(None, {"name": Setting(str, doc="a zone name"),
@@ -113,6 +109,9 @@ _RULE = Section(None, {"label": Setting(str, doc="the label to count, e.g. 'scre
                        "min": Setting(int, NONNEG_INT, default=None), "max": Setting(int, NONNEG_INT, default=None),
                        "min_score": Setting(float, FRACTION, default=None),
                        "min_area": Setting(float, Constraint(lambda v: v >= 0, "pixels, a number >= 0"), default=None)})
+
+
+_TABLES = "edgekit.tables"  # InspectionConfig's field metadata: the file's tables of a section that has several
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ class InspectionConfig:
     rules: tuple[Rule, ...] = ()
     sinks: SinksConfig = field(default_factory=SinksConfig)
     metrics: MetricsConfig = METRICS_OFF
-    parts: PartsConfig | None = None  # per-part mode: [parts], [line], [plc]
+    parts: PartsConfig | None = field(default=None, metadata={_TABLES: ("parts", "line", "plc")})  # per-part mode
     dashboard: DashboardConfig | None = None  # [dashboard]: the operator's page (edgekit.inspect.dashboard)
     # [model] channel and [fleet]: follow a release channel; the settings of the wing that owns the
     # section (edgekit.fleet's FleetSettings, found through edgekit.inspect.plugins)
@@ -156,6 +155,18 @@ class InspectionConfig:
             zone.check_fits(width, height)
         if self.parts is not None:
             self.parts.check_frame(width, height)
+
+
+def _tables_of(name: str) -> tuple[str, ...]:
+    """The file's tables of the section InspectionConfig keeps in its field ``name``."""
+    return tuple(InspectionConfig.__dataclass_fields__[name].metadata.get(_TABLES, (name,)))
+
+
+# The top table's own keys; its tables are the sections InspectionConfig holds (each its field's name,
+# or the tables its field declares), and the [model] keys of the release channel's wing are FLEET_MODEL_KEYS.
+_OWN = {"device": Setting(str, doc="a device id", default=None), "state_dir": Setting(str, path=True, default=None)}
+_TOP = Section(None, _OWN, extra_keys=tuple(table for f in dataclasses.fields(InspectionConfig)
+                                            if f.name not in ("path", *_OWN) for table in _tables_of(f.name)))
 
 
 def _tomllib() -> Any:
@@ -237,7 +248,7 @@ def _build(top: Table) -> InspectionConfig:
 
 
 def _parts(top: Table, zones: tuple[Zone, ...], source: SourceConfig) -> PartsConfig | None:
-    if not any(top.has(key) for key in ("parts", "line", "plc")):
+    if not any(top.has(key) for key in _tables_of("parts")):
         return None
     from edgekit.inspect.parts.config import parse_parts  # tracking loads only for per-part mode
 
@@ -275,17 +286,19 @@ def _source(t: Table) -> SourceConfig:
     return cfg
 
 
-def _model(t: Table) -> ModelConfig:
-    from edgekit.runtimes.delegates import Delegate
+def _delegate(text: str) -> DelegateSpec:
+    """[model] delegate, read once (Delegate.parse's sentence, at the key's line)."""
+    try:
+        return DelegateSpec.parse(text)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
 
+
+def _model(t: Table) -> ModelConfig:
     t.allow(*_MODEL.keys)
     if t.has("path") == t.has("dir"):
         raise t.error(None, "give exactly one of path (a .tflite file) or dir (a versioned model folder)")
     cfg: ModelConfig = _MODEL.read(t)
-    try:
-        Delegate.parse(cfg.delegate)
-    except InputError as exc:
-        raise t.error("delegate", str(exc)) from None
     return cfg
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 from edgekit.errors import ConfigError, EdgekitError
+from edgekit.ranges import NONNEG_NUM, PORT, POS_NUM, between, check_ranges, ranged
 
 __all__ = ["GpioOutput", "ModbusOutput", "ModbusTarget", "PlcError", "RejectOutput", "RejectReport",
            "Register", "ReportKind", "Rejector", "belt_delay"]
@@ -68,24 +69,18 @@ class ModbusTarget:
     """
 
     host: str
-    address: int = 0
+    address: int = ranged(0, between(0, MAX_ADDRESS, f"a Modbus address 0..{MAX_ADDRESS} (a coil or register "
+                                                     "number, from 0)"))
     kind: Register = Register.COIL
-    port: int = 502
-    unit: int = 1  # the Modbus device id
-    value: int = 1  # what a register is set to (a coil is set True)
-    pulse: float = 0.5  # seconds before the coil/register is cleared again (0: leave it set)
-    timeout: float = 1.0
+    port: int = ranged(502, PORT)
+    unit: int = ranged(1, between(0, 247, "a Modbus unit id 0..247"))  # the Modbus device id
+    value: int = ranged(1, between(0, 65535, "a register value 0..65535"))  # what a register is set to (a coil: True)
+    pulse: float = ranged(0.5, NONNEG_NUM)  # seconds before the coil/register is cleared again (0: leave it set)
+    timeout: float = ranged(1.0, POS_NUM)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Register(self.kind))
-        if not 0 <= self.address <= MAX_ADDRESS:
-            raise ConfigError(f"{self.kind.value} {self.address} is out of range: Modbus addresses are "
-                              f"0..{MAX_ADDRESS}")
-        if not 0 < self.port < 65536 or not 0 <= self.unit <= 247 or not 0 <= self.value <= 65535:
-            raise ConfigError(f"Modbus port must be 1..65535, unit 0..247 and value 0..65535; got {self.port}, "
-                              f"{self.unit}, {self.value}")
-        if self.pulse < 0 or not self.timeout > 0:
-            raise ConfigError(f"pulse must be >= 0 s and timeout > 0 s, got {self.pulse} and {self.timeout}")
+        check_ranges(self, f"modbus {self.kind.value}")
 
     def describe(self) -> str:
         return f"modbus://{self.host}:{self.port} unit {self.unit} {self.kind.value} {self.address}"

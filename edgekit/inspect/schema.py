@@ -10,11 +10,12 @@ A section of the file is a dataclass whose fields say how the file spells them::
     MetricsConfig = Section(MetricsConfig).read(table)     # a tomlpos Table: keys with their lines
 
 The default is the dataclass's (one place: the file's absent key and Python's omitted argument
-agree), the range a :class:`Constraint` (its ``expect`` is the sentence a user reads,
+agree), the range a :class:`~edgekit.ranges.Constraint` (its ``expect`` is the sentence a user reads,
 "inspection.toml:27: rules[1].count: expected an integer >= 0, got 'four' (a string)"), and an
 unknown key is refused with a did-you-mean. A wing whose dataclass lives below ``edgekit.inspect``
-(the sinks' configs) declares its settings beside the section instead of on the fields; the
-defaults stay the dataclass's. The one reader is :meth:`Section.read`; the one scanner of key
+(the sinks' configs) declares its settings beside the section instead of on the fields, and its
+ranges on the fields with :func:`edgekit.ranges.ranged`; the defaults stay the dataclass's, and a
+range is declared once (a section's setting and its field both giving one is a TypeError). The one reader is :meth:`Section.read`; the one scanner of key
 positions is :mod:`edgekit.inspect.tomlpos`.
 
 Why not a library. We weighed the three that turn a TOML tree into typed objects (the line numbers
@@ -42,27 +43,18 @@ from __future__ import annotations
 import dataclasses
 import enum
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping
 
 from edgekit.errors import ConfigError
 from edgekit.inspect.tomlpos import Table
+from edgekit.ranges import (FRACTION, NONNEG_INT, NONNEG_NUM, PORT, POS_INT, POS_NUM, RANGE, Constraint, between,
+                            out_of_range)
+from edgekit.ranges import range_of as _range_of
 
 __all__ = ["REQUIRED", "Constraint", "Setting", "Section", "setting", "between", "one_of", "written", "check_values",
            "POS_INT", "NONNEG_INT", "POS_NUM", "NONNEG_NUM", "FRACTION", "PORT"]
 
 _META = "edgekit.schema"
-
-
-class Constraint(NamedTuple):
-    """A range or rule a value must meet, and how the error says what was expected."""
-
-    test: Callable[[Any], bool]
-    expect: str
-
-
-def between(lo: float, hi: float, expect: str) -> Constraint:
-    """``lo <= value <= hi``."""
-    return Constraint(lambda v: lo <= v <= hi, expect)
 
 
 def written(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,12 +68,6 @@ def one_of(names: set[str], expect: str) -> Constraint:
     return Constraint(lambda v: v in names, f"{expect} ({', '.join(sorted(names)) or 'none defined'})")
 
 
-POS_INT = Constraint(lambda v: v > 0, "an integer > 0")
-NONNEG_INT = Constraint(lambda v: v >= 0, "an integer >= 0")
-POS_NUM = Constraint(lambda v: v > 0, "a number > 0")
-NONNEG_NUM = Constraint(lambda v: v >= 0, "a number >= 0")
-FRACTION = between(0, 1, "a number in 0..1")
-PORT = Constraint(lambda v: 0 < v < 65536, "a port number 1-65535")
 
 class _Required:
     def __repr__(self) -> str:
@@ -159,10 +145,12 @@ def setting(kind: Any, default: Any = dataclasses.MISSING, check: Constraint | N
             factory: Callable[[], Any] | None = None, **how: Any) -> Any:
     """A dataclass field read from the file as :class:`Setting` ``(kind, check, **how)`` says;
     ``default`` (or ``factory``) is both Python's default and the file's."""
-    meta = {_META: Setting(kind, check, **how)}  # the default lives on the field
+    declared: dict[str, Any] = {_META: Setting(kind, check, **how)}  # the default lives on the field
+    if check is not None and "convert" not in how:  # a converted setting's check is of the file's spelling
+        declared[RANGE] = check
     if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+        return dataclasses.field(default_factory=factory, metadata=declared)
+    return dataclasses.field(default=default, metadata=declared)
 
 
 class Section:
@@ -182,8 +170,12 @@ class Section:
                 if s is not None and s.default is not REQUIRED:
                     raise TypeError(f"{target.__name__}.{f.name}: the default is the dataclass field's, not the "
                                     "setting's (one default per key)")
+                field_range = _range_of(f)
+                if s is not None and field_range is not None and s.check is not None and s.check is not field_range:
+                    raise TypeError(f"{target.__name__}.{f.name}: the range is the dataclass field's, not the "
+                                    "setting's (one range per key)")
                 if s is not None:
-                    found[f.name] = dataclasses.replace(s, default=_default_of(f))
+                    found[f.name] = dataclasses.replace(s, default=_default_of(f), check=s.check or field_range)
         for name, s in (settings or {}).items():
             found.setdefault(name, s)
         self.settings: dict[str, Setting] = found
@@ -231,7 +223,7 @@ class Section:
             if name in skip or s.check is None or s.convert is not None or value is None:
                 continue
             if not s.check.test(value):
-                raise ConfigError(f"{what} {name}: expected {s.check.expect}, got {value!r}")
+                raise out_of_range(what, name, s.check, value)
 
     def read(self, t: Table, given: Mapping[str, Any] | None = None, **how: Any) -> Any:
         """The section's dataclass from the table; ``given`` fields are not the file's (computed).

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.errors import ConfigError
-from edgekit.inspect.schema import NONNEG_INT, PORT, POS_INT, POS_NUM, Constraint, Section, Setting
+from edgekit.inspect.schema import Constraint, Section, Setting
 from edgekit.inspect.tomlpos import Table
 from edgekit.sinks.mqtt import MqttConfig
 from edgekit.sinks.rotating import RotatingConfig
@@ -39,23 +39,24 @@ def parse_sinks(t: Table, device: str, state_dir: str) -> SinksConfig:
     return SinksConfig(**out)
 
 
+# The sinks' defaults and ranges are their dataclasses' (edgekit.ranges on the fields): here only how the file spells them.
 _JSONL = Section(RotatingConfig, {
-    "directory": Setting(str, path=True), "prefix": Setting(str), "max_bytes": Setting(int, POS_INT),
-    "keep": Setting(int, POS_INT), "fsync_every": Setting(int, NONNEG_INT)})
+    "directory": Setting(str, path=True), "prefix": Setting(str), "max_bytes": Setting(int),
+    "keep": Setting(int), "fsync_every": Setting(int)})
 _MQTT = Section(MqttConfig, {
-    "host": Setting(str), "port": Setting(int, PORT), "username": Setting(str), "password": Setting(str),
+    "host": Setting(str), "port": Setting(int), "username": Setting(str), "password": Setting(str),
     "password_env": Setting(str, doc="the name of an environment variable", default=None), "tls": Setting(bool),
     "ca_certs": Setting(str, path=True), "certfile": Setting(str, path=True), "keyfile": Setting(str, path=True),
     "tls_insecure": Setting(bool), "topic_prefix": Setting(str), "client_id": Setting(str),
-    "keepalive": Setting(int, POS_INT), "max_inflight": Setting(int, POS_INT), "reconnect_min": Setting(float, POS_NUM),
-    "reconnect_max": Setting(float, POS_NUM), "queue_path": Setting(str, key="queue", path=True),
-    "max_queued": Setting(int, POS_INT)})
+    "keepalive": Setting(int), "max_inflight": Setting(int), "reconnect_min": Setting(float),
+    "reconnect_max": Setting(float), "queue_path": Setting(str, key="queue", path=True),
+    "max_queued": Setting(int)})
 _WEBHOOK = Section(WebhookConfig, {
     "url": Setting(str, doc="an http:// or https:// URL"), "queue_path": Setting(str, key="queue", path=True),
     "headers": Setting(dict, Constraint(lambda v: all(isinstance(x, str) for x in v.values()),
                                    "a table of header names to string values")),
-    "timeout": Setting(float, POS_NUM), "backoff_initial": Setting(float, POS_NUM),
-    "backoff_max": Setting(float, POS_NUM), "max_queued": Setting(int, POS_INT)})
+    "timeout": Setting(float), "backoff_initial": Setting(float),
+    "backoff_max": Setting(float), "max_queued": Setting(int)})
 
 
 def _jsonl(t: Table, device: str, state_dir: str) -> RotatingConfig:

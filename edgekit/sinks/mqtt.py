@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from edgekit.errors import ConfigError, EdgekitError
 from edgekit.sinks import EventRecord
 from edgekit.sinks.diskqueue import DiskQueue
+from edgekit.ranges import NONNEG_NUM, PORT, POS_INT, POS_NUM, check_ranges, ranged
 
 __all__ = ["MqttConfig", "MqttSink", "MqttStats", "check_topic_part"]
 
@@ -54,7 +55,7 @@ class MqttConfig:
     device: str
     queue_path: str
     host: str = "127.0.0.1"
-    port: int = 1883
+    port: int = ranged(1883, PORT)
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     tls: bool = False
@@ -64,23 +65,20 @@ class MqttConfig:
     tls_insecure: bool = False  # skip the host name check (self-signed test brokers only)
     topic_prefix: str = "edgekit"
     client_id: str | None = None
-    keepalive: int = 30
-    max_inflight: int = 20
-    reconnect_min: float = 0.5
-    reconnect_max: float = 30.0
-    connect_timeout: float = 5.0
-    drain_timeout: float = 2.0  # close() waits this long for the queue to empty
-    max_queued: int | None = None
+    keepalive: int = ranged(30, POS_INT)
+    max_inflight: int = ranged(20, POS_INT)
+    reconnect_min: float = ranged(0.5, POS_NUM)
+    reconnect_max: float = ranged(30.0, POS_NUM)
+    connect_timeout: float = ranged(5.0, POS_NUM)
+    drain_timeout: float = ranged(2.0, NONNEG_NUM)  # close() waits this long for the queue to empty
+    max_queued: int | None = ranged(None, POS_INT)
 
     def __post_init__(self) -> None:
         check_topic_part("device", self.device)
         check_topic_part("topic_prefix", self.topic_prefix)
-        if not 0 < self.port < 65536:
-            raise ConfigError(f"port must be 1-65535, got {self.port}")
-        if self.max_inflight < 1:
-            raise ConfigError(f"max_inflight must be >= 1, got {self.max_inflight}")
-        if not 0 < self.reconnect_min <= self.reconnect_max:
-            raise ConfigError(f"need 0 < reconnect_min <= reconnect_max, got {self.reconnect_min} "
+        check_ranges(self, "mqtt")
+        if not self.reconnect_min <= self.reconnect_max:
+            raise ConfigError(f"need reconnect_min <= reconnect_max, got {self.reconnect_min} "
                               f"and {self.reconnect_max}")
         if self.password is not None and self.username is None:
             raise ConfigError("password given without username")

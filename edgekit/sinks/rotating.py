@@ -18,6 +18,7 @@ from typing import IO, Sequence
 from edgekit.errors import ConfigError
 from edgekit.sinks import EventRecord
 from edgekit.sinks.durable import fsync_dir
+from edgekit.ranges import NONNEG_INT, Constraint, check_ranges, ranged
 
 __all__ = ["RotatingConfig", "RotatingJsonlSink"]
 
@@ -38,15 +39,12 @@ class RotatingConfig:
 
     directory: str
     prefix: str = "events"
-    max_bytes: int = 10 * 1024 * 1024
-    keep: int | None = 20
-    fsync_every: int = 0
+    max_bytes: int = ranged(10 * 1024 * 1024, Constraint(lambda v: v >= 1024, "an integer >= 1024 (bytes)"))
+    keep: int | None = ranged(20, Constraint(lambda v: v >= 1, "an integer >= 1 (or absent to keep every file)"))
+    fsync_every: int = ranged(0, NONNEG_INT)
 
     def __post_init__(self) -> None:
-        if self.max_bytes < 1024:
-            raise ConfigError(f"max_bytes must be at least 1024, got {self.max_bytes}")
-        if self.keep is not None and self.keep < 1:
-            raise ConfigError(f"keep must be at least 1 (or absent to keep every file), got {self.keep}")
+        check_ranges(self, "jsonl")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.prefix):
             raise ConfigError(f"prefix must be letters, digits, '_', '-' or '.', got {self.prefix!r}")
 

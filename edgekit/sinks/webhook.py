@@ -25,6 +25,7 @@ from typing import Mapping, NamedTuple, Sequence
 from edgekit.errors import ConfigError
 from edgekit.sinks import EventRecord
 from edgekit.sinks.diskqueue import DiskQueue, QueueItem
+from edgekit.ranges import NONNEG_NUM, POS_INT, POS_NUM, check_ranges, ranged
 
 __all__ = ["WebhookConfig", "WebhookSink", "WebhookStats", "RETRY_STATUSES"]
 
@@ -41,21 +42,20 @@ class WebhookConfig:
     url: str
     queue_path: str
     headers: Mapping[str, str] = field(default_factory=dict)
-    timeout: float = 5.0
-    backoff_initial: float = 0.5
-    backoff_max: float = 60.0
-    drain_timeout: float = 2.0
-    max_queued: int | None = None
+    timeout: float = ranged(5.0, POS_NUM)
+    backoff_initial: float = ranged(0.5, POS_NUM)
+    backoff_max: float = ranged(60.0, POS_NUM)
+    drain_timeout: float = ranged(2.0, NONNEG_NUM)
+    max_queued: int | None = ranged(None, POS_INT)
 
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"webhook url must be http:// or https:// with a host, got {self.url!r}")
-        if not 0 < self.backoff_initial <= self.backoff_max:
-            raise ConfigError(f"need 0 < backoff_initial <= backoff_max, got {self.backoff_initial} "
+        check_ranges(self, "webhook")
+        if not self.backoff_initial <= self.backoff_max:
+            raise ConfigError(f"need backoff_initial <= backoff_max, got {self.backoff_initial} "
                               f"and {self.backoff_max}")
-        if self.timeout <= 0:
-            raise ConfigError(f"timeout must be > 0 seconds, got {self.timeout}")
 
 
 class WebhookStats(NamedTuple):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from edgekit.cli import main
+from edgekit.contract.metadata import ModelMetadata
 from edgekit.converters import AccuracyGateError, ConvertOptions, Mode, PreprocessingOverrides, convert
 from edgekit.converters.data import load_data
 from edgekit.converters.options import ColorOrder, ResizeMode
@@ -84,6 +85,7 @@ def test_every_mode_matches_the_float_model(trained: tuple[Any, Path], data: dic
     info = inspect_model(out)
     assert info.inputs[0].dtype == np.dtype(dtype) and info.inputs[0].shape == (1, 32, 32, 3)
     assert info.metadata is not None and info.metadata["quantization"]["mode"] == mode
+    assert ModelMetadata.parse(info.metadata).to_document() == info.metadata  # one writer, its parser's inverse
     xv, yv = np.load(data["val"])["x"], np.load(data["val"])["y"]
     keras_out = model.predict(xv.astype(np.float32), verbose=0)
     lite_out = run_tflite(out, xv)

@@ -43,5 +43,20 @@ def test_a_model_read_as_ultralytics_gets_its_predict_thresholds() -> None:
                           preprocessing_hint=ULTRALYTICS, model_name="m")
     pre, _ = resolve_preprocessing(src, PreprocessingOverrides())  # type: ignore[arg-type]
     got = detection_metadata(OutputFormat.YOLO, ref, pre)
-    assert got is not None and (got["score_threshold"], got["iou_threshold"], got["max_det"]) == (0.25, 0.7, 300)
-    assert "max_det" not in (detection_metadata(OutputFormat.YOLO, ref) or {})
+    assert got is not None and (got.score_threshold, got.iou_threshold, got.max_det) == (0.25, 0.7, 300)
+    plain = detection_metadata(OutputFormat.YOLO, ref)
+    assert plain is not None and plain.max_det is None
+
+
+def test_the_source_s_hint_and_the_layout_are_enums_once_made() -> None:
+    from edgekit.contract.enums import Layout, ResizeMode
+    from edgekit.converters import ConvertOptions
+    from edgekit.errors import InputError
+
+    assert (ULTRALYTICS.resize, ULTRALYTICS.interpolation, ULTRALYTICS.box_mapping) == (
+        ResizeMode.LETTERBOX, Interpolation.LINEAR, BoxMapping.ULTRALYTICS)
+    assert (PLAIN.resize, PLAIN.interpolation, PLAIN.box_mapping) == (
+        ResizeMode.STRETCH, Interpolation.AUTO, BoxMapping.EXACT)
+    assert ConvertOptions(layout="nchw").layout is Layout.NCHW and ConvertOptions().layout is None
+    with pytest.raises(InputError, match="NCHW"):
+        ConvertOptions(layout="chw")

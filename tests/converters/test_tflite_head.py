@@ -127,4 +127,5 @@ def test_box_units_are_judged_on_confident_rows(scale: float, normalized: bool) 
     if scale != 1.0:
         raw[:, :4, 20:] *= scale
     ref = ModelOutputs((TensorSpec("output_0", 0, (1, 8, 525), np.dtype(np.float32)),), (raw,))
-    assert detection_metadata(OutputFormat.YOLO, ref)["normalized"] is normalized
+    got = detection_metadata(OutputFormat.YOLO, ref)
+    assert got is not None and got.normalized is normalized

@@ -38,11 +38,12 @@ from typing import Any
 
 from edgekit.errors import ConfigError
 from edgekit.inspect.parts import Evidence, PartsOptions, belt_tracker
-from edgekit.inspect.plc import MAX_ADDRESS, ModbusTarget, Register, belt_delay
+from edgekit.inspect.plc import ModbusTarget, Register, belt_delay
 from edgekit.inspect.rules import Zone
-from edgekit.inspect.schema import (FRACTION, NONNEG_INT, NONNEG_NUM, PORT, POS_INT, POS_NUM, Constraint, Section,
-                                   Setting, between, one_of, setting, written)
+from edgekit.inspect.schema import (NONNEG_INT, NONNEG_NUM, POS_INT, POS_NUM, Constraint, Section,
+                                   Setting, one_of, setting, written)
 from edgekit.inspect.tomlpos import Table
+from edgekit.ranges import declared
 from edgekit.track import LINE_ANCHORS, Anchor, CountingLine, Direction, ZoneCrossing, ZoneEvent
 
 __all__ = ["PartsConfig", "PlcConfig", "parse_parts"]
@@ -108,11 +109,11 @@ _NAMES = Constraint(lambda v: all(isinstance(x, str) and x for x in v), "an arra
 # PartsOptions' defaults are its own; lost_frames and min_track_frames are belt_tracker's (None: its default)
 _OPTIONS = Section(PartsOptions, {
     "parts": Setting(list, _NAMES, key="classes", convert=tuple), "defects": Setting(list, _NAMES, convert=tuple),
-    "min_overlap": Setting(float, FRACTION), "evidence": Setting(Evidence), "min_frames": Setting(int, POS_INT),
-    "min_score_sum": Setting(float, POS_NUM), "part_threshold": Setting(float, FRACTION, key="threshold"),
-    "defect_threshold": Setting(float, FRACTION), "crop": Setting(bool, key="crops"),
-    "crop_quality": Setting(int, between(1, 100, "an integer 1..100")), "count_score": Setting(float, FRACTION),
-    "count_wait": Setting(int, NONNEG_INT), "piece_overlap": Setting(float, FRACTION),
+    "min_overlap": Setting(float), "evidence": Setting(Evidence), "min_frames": Setting(int),
+    "min_score_sum": Setting(float), "part_threshold": Setting(float, key="threshold"),
+    "defect_threshold": Setting(float), "crop": Setting(bool, key="crops"),
+    "crop_quality": Setting(int), "count_score": Setting(float),
+    "count_wait": Setting(int), "piece_overlap": Setting(float),
     "lost_buffer": Setting(int, POS_INT, key="lost_frames", default=None),
     "min_track_frames": Setting(int, POS_INT, default=None)})
 _POINT = Constraint(lambda v: _is_point(v), "an [x, y] point in frame pixels")
@@ -121,13 +122,11 @@ _LINE = Section(None, {
     "start": Setting(list, _POINT, default=None), "end": Setting(list, _POINT, default=None),
     "direction": Setting(Direction, default=None), "anchor": Setting(Anchor, only=tuple(LINE_ANCHORS), default=None),
     "name": Setting(str, default=None), "zone": Setting(str, default=None), "event": Setting(ZoneEvent, default=None)})
+# ModbusTarget's and PartsOptions' ranges are on their fields (edgekit.ranges): here only how the file spells them
 _MODBUS = Section(ModbusTarget, {
-    "host": Setting(str, Constraint(bool, "the PLC's host name or IP address")), "port": Setting(int, PORT),
-    "unit": Setting(int, between(0, 247, "a Modbus unit id 0..247")),
-    "value": Setting(int, between(0, 65535, "a register value 0..65535")), "pulse": Setting(float, NONNEG_NUM),
-    "timeout": Setting(float, POS_NUM)})
-_ADDRESS = Setting(int, between(0, MAX_ADDRESS,
-                               f"a Modbus address 0..{MAX_ADDRESS} (a coil or register number, from 0)"))
+    "host": Setting(str, Constraint(bool, "the PLC's host name or IP address")), "port": Setting(int),
+    "unit": Setting(int), "value": Setting(int), "pulse": Setting(float), "timeout": Setting(float)})
+_ADDRESS = Setting(int, declared(ModbusTarget, "address"))  # the file's key is "coil" or "register"
 _PLC = Section(PlcConfig, {"distance": Setting(float, NONNEG_NUM, default=None),
                            "belt_speed": Setting(float, POS_NUM, default=None)},
                extra_keys=(*_MODBUS.keys, "coil", "register"))

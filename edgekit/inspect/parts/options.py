@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from edgekit.errors import ConfigError
+from edgekit.ranges import FRACTION, NONNEG_INT, POS_INT, POS_NUM, between, check_ranges, ranged
 from edgekit.inspect.verdict import Verdict
 from edgekit.track import TrackerOptions
 
@@ -35,19 +36,20 @@ class PartsOptions:
 
     parts: tuple[str, ...]
     defects: tuple[str, ...] = ()
-    min_overlap: float = 0.5  # share of a defect's box inside the part's box
+    min_overlap: float = ranged(0.5, FRACTION)  # share of a defect's box inside the part's box
     evidence: Evidence = Evidence.FRAMES
-    min_frames: int = 2
-    min_score_sum: float = 1.0
-    part_threshold: float = 0.5  # parts above it start and feed tracks (ByteTrack's high threshold)
-    defect_threshold: float = 0.5  # a defect sighting needs this score
+    min_frames: int = ranged(2, POS_INT)
+    min_score_sum: float = ranged(1.0, POS_NUM)
+    part_threshold: float = ranged(0.5, FRACTION)  # parts above it start and feed tracks (ByteTrack's high threshold)
+    defect_threshold: float = ranged(0.5, FRACTION)  # a defect sighting needs this score
     drop_merged: bool = True  # drop a part box holding two part boxes, or one scoring higher (parts seen as one)
-    count_score: float = 0.0  # a part gets its verdict once a box of it scored this (0: every track counts)
-    count_wait: int = 15  # frames a track that crossed scoring less waits for such a box; then it gets none
-    piece_overlap: float = 0.0  # a crossing track this much inside an older part's box is a piece of it (0: off;
-    # for detectors that box a large part twice; it also swallows a part that a box around two touching parts holds)
+    count_score: float = ranged(0.0, FRACTION)  # a part gets its verdict once a box of it scored this (0: every track)
+    count_wait: int = ranged(15, NONNEG_INT)  # frames a track that crossed scoring less waits for such a box
+    piece_overlap: float = ranged(0.0, FRACTION)  # a crossing track this much inside an older part's box is a piece
+    # of it (0: off; for detectors that box a large part twice; it also swallows a part that a box around two
+    # touching parts holds)
     crop: bool = False  # keep the part's best frame as a JPEG in its verdict
-    crop_quality: int = 90
+    crop_quality: int = ranged(90, between(1, 100, "an integer 1..100"))
     tracker: TrackerOptions | None = None  # default: belt_tracker(part_threshold)
     where: str = ""  # where the options were written ("cell.toml:31"), for error messages
 
@@ -61,14 +63,7 @@ class PartsOptions:
         both = sorted(set(self.parts) & set(self.defects))
         if both:
             raise ConfigError(f"{at}{', '.join(map(repr, both))} cannot be both a part and a defect")
-        for name in ("min_overlap", "part_threshold", "defect_threshold", "piece_overlap", "count_score"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{at}{name} must be within 0..1, got {getattr(self, name)!r}")
-        if self.count_wait < 0:
-            raise ConfigError(f"{at}count_wait must be >= 0 frames, got {self.count_wait!r}")
-        if self.min_frames < 1 or not self.min_score_sum > 0 or not 1 <= self.crop_quality <= 100:
-            raise ConfigError(f"{at}min_frames must be >= 1, min_score_sum > 0 and crop_quality 1..100; got "
-                              f"{self.min_frames}, {self.min_score_sum}, {self.crop_quality}")
+        check_ranges(self, f"{self.where}: parts" if self.where else "parts")
 
     def tracker_options(self) -> TrackerOptions:
         if self.tracker is not None:

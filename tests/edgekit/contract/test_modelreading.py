@@ -12,7 +12,7 @@ import pytest
 
 from edgekit.contract import BoxFormat, OutputFormat, ResizeMode, Task, YoloLayout
 from edgekit.contract.decode import decoder_for
-from edgekit.contract.metadata import ModelMetadata
+from edgekit.contract.metadata import ModelMetadata, QuantizationMetadata
 from edgekit.contract.modelreading import DEFAULT_THRESHOLD, read_model, read_tensors
 from edgekit.contract.preprocessing import Provenance
 from edgekit.contract.segmentation import SegmentationLayout
@@ -98,7 +98,7 @@ def test_a_callers_option_out_of_range_is_an_input_error() -> None:
 def test_metadata_parses_once_into_typed_fields() -> None:
     m = ModelMetadata.parse({"task": "detect", "labels": ["a", 2], "quantization": {"mode": "int8"},
                              "detection": {"outputs": ["scores", "boxes"], "normalized": 1}})
-    assert (m.task, m.labels, m.quantization) == (Task.DETECT, ("a", "2"), "int8")
+    assert (m.task, m.labels, m.quantization) == (Task.DETECT, ("a", "2"), QuantizationMetadata("int8"))
     assert (m.detection.outputs, m.detection.normalized) == (("scores", "boxes"), True)
     assert ModelMetadata.parse(None) == ModelMetadata()
     assert "2 labels" in m.summary() and "quantization=int8" in m.summary()

@@ -185,3 +185,31 @@ def test_release_notifies_the_uploaded_channel_without_rewriting_it(kit: Kit, br
     assert main(["release", "--version", "2", "--to", str(folder), "--key", key,
                  "--mqtt", f"127.0.0.1:{broker.port}"]) == 2
     assert "no channel rolling out version 2" in capsys.readouterr().err
+
+
+def test_a_release_on_channel_x_notifies_the_follower_of_x(kit: Kit, broker: Broker, tmp_path: Path) -> None:
+    """`edgekit release --channel X` names the topic (channel_topic(X)); a device following the folder it
+    was uploaded to (another name) listens there once it has read the signed channel, and says X."""
+    folder = kit.www / "upload-7"
+    key = str(kit.root / "keys" / "signing.key")
+    write_release(kit.model, 1, folder, kit.key, channel_name="line-x")
+    settings = kit.settings("upload-7", poll_seconds=3600.0)  # only the notification wakes it
+    assert settings.notification_topic == "edgekit/channel/upload-7"  # the URL's folder, until it reads the channel
+    assert settings.notification_topic_for("line-x") == "edgekit/channel/line-x"
+    d = Device("x-1", tmp_path / "x-1", settings, kit.images)
+    publisher = d.follower.publisher = StatusPublisher("127.0.0.1", broker.port, device="x-1",
+                                                       notify_topic=settings.notification_topic,
+                                                       on_notify=d.follower.notify)
+    d.start()
+    try:
+        assert publisher.connected.wait(5)
+        wait_until(lambda: publisher._notify_topic == "edgekit/channel/line-x", 5, "the channel's own topic")
+        time.sleep(0.3)  # the subscription reaches the broker
+        t0 = time.monotonic()
+        assert main(["release", str(kit.model), "--version", "2", "--to", str(folder), "--key", key,
+                     "--channel", "line-x", "--mqtt", f"127.0.0.1:{broker.port}"]) == 0
+        wait_until(lambda: d.serving == 2, timeout=15, what="the notified device to serve 2")
+        assert time.monotonic() - t0 < 10  # woken, not polled
+        assert d.follower.status().channel == "line-x"
+    finally:
+        d.stop()

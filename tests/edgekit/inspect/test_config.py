@@ -66,7 +66,7 @@ ERRORS = [
     ("[sinks.mqtt]\npassword_env = 'NOPE_NOT_SET'\nusername = 'u'\n", 16, "sinks.mqtt.password_env", "is not set"),
     ("[sinks.mqtt]\nhots = 'broker'\n", 16, "sinks.mqtt.hots", "did you mean 'host'?"),
     ("[sinks.webhook]\nurl = 'ftp://x'\n", 15, "sinks.webhook", "http:// or https://"),
-    ("[sinks.jsonl]\nmax_bytes = 0\n", 16, "sinks.jsonl.max_bytes", "an integer > 0"),
+    ("[sinks.jsonl]\nmax_bytes = 0\n", 16, "sinks.jsonl.max_bytes", "an integer >= 1024 (bytes), got 0"),
     ("[metrics]\nport = '9100'\n", 16, "metrics.port", "got '9100' (a string)"),
     ("[metrics]\nenabled = 1\n", 16, "metrics.enabled", "expected bool, got 1 (an integer)"),
     ("[sinks]\nkafka = {}\n", 16, "sinks.kafka", "unknown key"),
@@ -275,3 +275,21 @@ def test_file_and_http_triggers(tmp_path: Path) -> None:
 def test_trigger_file_folder_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         Triggers(file=tmp_path / "missing" / "trigger").start()
+
+
+def test_the_delegate_is_read_once_into_a_typed_value() -> None:
+    """[model] delegate = "edgetpu:usb:1" is the enum and the device, parsed in the config; the cell
+    hands the typed value to load_model, which reads it as the CLI's --delegate text."""
+    from edgekit.runtimes.delegates import Delegate, DelegateSpec, EdgeTPUDevice
+
+    cfg = parse_config(BASE.replace('path = "model.tflite"', 'path = "m.tflite"\ndelegate = "EdgeTPU:usb:1"'),
+                       name="c.toml", env={})
+    assert cfg.model.delegate == DelegateSpec(Delegate.EDGETPU, EdgeTPUDevice("usb", 1))
+    assert str(cfg.model.delegate) == "edgetpu:usb:1" and Delegate.parse(cfg.model.delegate) == (
+        Delegate.EDGETPU, EdgeTPUDevice("usb", 1))
+    assert parse_config(BASE, name="c.toml", env={}).model.delegate == DelegateSpec(Delegate.AUTO)
+    with pytest.raises(ConfigError, match=r"c.toml:8: model.delegate: delegate 'cpu' takes no device"):
+        parse_config(BASE.replace('path = "model.tflite"', 'path = "m.tflite"\ndelegate = "cpu:usb"'),
+                     name="c.toml", env={})
+    for text in ("auto", "cpu", "xnnpack", "edgetpu", "edgetpu:pci:0", "edgetpu::2"):
+        assert str(DelegateSpec.parse(text)) == text

@@ -100,8 +100,9 @@ def test_best_frame_crop_is_a_jpeg(make_parts_belt):
 @pytest.mark.parametrize("kwargs, message", [
     ({"parts": ()}, "at least one class"),
     ({"parts": ("part",), "defects": ("part",)}, "cannot be both"),
-    ({"parts": ("part",), "min_overlap": 1.5}, "min_overlap must be within 0..1"),
-    ({"parts": ("part",), "min_frames": 0}, "min_frames must be >= 1"),
+    ({"parts": ("part",), "min_overlap": 1.5}, "parts min_overlap: expected a number in 0..1, got 1.5"),
+    ({"parts": ("part",), "min_frames": 0}, "parts min_frames: expected an integer > 0, got 0"),
+    ({"parts": ("part",), "min_frames": 0, "where": "cell.toml:31"}, "^cell.toml:31: parts min_frames: expected"),
 ])
 def test_bad_options(kwargs, message):
     with pytest.raises(ConfigError, match=message):
@@ -237,7 +238,7 @@ def test_count_score_waits_for_a_confident_box(strong_from, counted, judged_late
 
 
 def test_count_options_are_checked():
-    with pytest.raises(ConfigError, match="count_score must be within 0..1"):
+    with pytest.raises(ConfigError, match="count_score: expected a number in 0..1, got 1.5"):
         PartsOptions(parts=("part",), count_score=1.5)
-    with pytest.raises(ConfigError, match="piece_overlap must be within 0..1"):
+    with pytest.raises(ConfigError, match="piece_overlap: expected a number in 0..1, got -0.1"):
         PartsOptions(parts=("part",), piece_overlap=-0.1)

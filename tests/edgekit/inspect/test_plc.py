@@ -119,10 +119,11 @@ def test_gpio_pulse_on_mock_pins():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"address": 70000}, "coil 70000 is out of range: Modbus addresses are 0..65535"),
-    ({"address": -1, "kind": "register"}, "register -1 is out of range"),
-    ({"port": 0}, "port must be 1..65535"),
-    ({"pulse": -1}, "pulse must be >= 0"),
+    ({"address": 70000}, r"modbus coil address: expected a Modbus address 0..65535 \(a coil or register number, "
+                         r"from 0\), got 70000"),
+    ({"address": -1, "kind": "register"}, "modbus register address: expected a Modbus address 0..65535"),
+    ({"port": 0}, "modbus coil port: expected a port number 1-65535, got 0"),
+    ({"pulse": -1}, "modbus coil pulse: expected a number >= 0, got -1"),
 ])
 def test_bad_targets(kwargs, message):
     with pytest.raises(ConfigError, match=message):

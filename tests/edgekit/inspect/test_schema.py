@@ -133,3 +133,108 @@ def test_release_and_follower_notify_on_one_topic() -> None:
 
     s = FleetSettings(channel="file:///srv/rel/line1/channel.json", trust=Trust.UNSIGNED_LOCAL)
     assert s.notification_topic == channel_topic("line1") == "edgekit/channel/line1"
+
+
+# The dataclasses whose ranges the file's sections read from their fields (edgekit.ranges or setting()).
+# (FleetSettings keeps its ranges in its section, _FLEET, which its __post_init__ checks it against.)
+RANGED = ["edgekit.sinks.mqtt:MqttConfig", "edgekit.sinks.webhook:WebhookConfig", "edgekit.sinks.rotating:RotatingConfig",
+          "edgekit.inspect.plc:ModbusTarget", "edgekit.inspect.parts.options:PartsOptions",
+          "edgekit.inspect.dashboard.config:DashboardConfig", "edgekit.inspect.config:MetricsConfig"]
+
+
+def _class(spec: str) -> type:
+    import importlib
+
+    module, name = spec.split(":")
+    cls: type = getattr(importlib.import_module(module), name)
+    return cls
+
+
+def _ranged_fields(cls: type) -> set[str]:
+    from edgekit.ranges import range_of
+
+    return {f.name for f in dataclasses.fields(cls) if range_of(f) is not None}
+
+
+def _second_ranges(cls: type) -> list[str]:
+    """``self.<ranged field>`` compared with a number in the class's ``__post_init__``: its range again
+    (fields the post-init checks itself, passed as ``skip=``, are its own business)."""
+    import inspect
+    import textwrap
+
+    post = getattr(cls, "__post_init__", None)
+    if post is None:
+        return []
+    tree = ast.parse(textwrap.dedent(inspect.getsource(post)))
+    skipped = {e.value for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg == "skip"
+               and isinstance(node.value, ast.Tuple) for e in node.value.elts if isinstance(e, ast.Constant)}
+    ranged = _ranged_fields(cls) - skipped
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            fields = [s.attr for s in sides if isinstance(s, ast.Attribute) and isinstance(s.value, ast.Name)
+                      and s.value.id == "self" and s.attr in ranged]
+            if fields and any(isinstance(s, ast.Constant) and isinstance(s.value, (int, float)) for s in sides):
+                found.append(f"{cls.__name__}.{fields[0]} (line {node.lineno} of __post_init__)")
+    return found
+
+
+@pytest.mark.parametrize("spec", RANGED)
+def test_a_range_is_declared_once(spec: str) -> None:
+    """Each range on its field, read by the file's section and checked by one call in __post_init__."""
+    cls = _class(spec)
+    assert _ranged_fields(cls), f"{spec} declares no range on its fields"
+    assert not _second_ranges(cls), f"a range written again in __post_init__: {_second_ranges(cls)}"
+
+
+def test_the_range_checks_can_fail() -> None:
+    from edgekit.ranges import PORT, check_ranges, ranged
+
+    @dataclasses.dataclass(frozen=True)
+    class Twice:
+        port: int = ranged(80, PORT)
+
+        def __post_init__(self) -> None:
+            check_ranges(self, "twice")
+            if not 0 < self.port < 65536:
+                raise ConfigError("port must be 1-65535")
+
+    assert _second_ranges(Twice) == ["Twice.port (line 3 of __post_init__)"]
+    with pytest.raises(TypeError, match="one range per key"):
+        Section(Twice, {"port": Setting(int, POS_INT)})
+    assert Section(Twice, {"port": Setting(int)}).settings["port"].check is PORT
+
+
+@pytest.mark.parametrize("table, build, expect", [
+    ("[sinks.mqtt]\nport = 0\n", lambda: MqttConfig(device="d", queue_path="q", port=0),
+     "port: expected a port number 1-65535, got 0"),
+    ("[sinks.jsonl]\nmax_bytes = 100\n", lambda: RotatingConfig(directory="/tmp", max_bytes=100),
+     "max_bytes: expected an integer >= 1024 (bytes), got 100"),
+    ('[sinks.webhook]\nurl = "https://h/x"\nbackoff_initial = -1.0\n',
+     lambda: WebhookConfig(url="https://h/x", queue_path="q", backoff_initial=-1.0),
+     "backoff_initial: expected a number > 0, got -1.0"),
+    ('[parts]\nclasses = ["part"]\nmin_overlap = 1.5\n[line]\nstart = [0, 50]\nend = [100, 50]\n',
+     lambda: _class("edgekit.inspect.parts.options:PartsOptions")(parts=("part",), min_overlap=1.5),
+     "min_overlap: expected a number in 0..1, got 1.5"),
+    ('[parts]\nclasses = ["part"]\n[line]\nstart = [0, 50]\nend = [100, 50]\n[plc]\nhost = "plc"\ncoil = 3\n'
+     'unit = 300\n', lambda: _class("edgekit.inspect.plc:ModbusTarget")("plc", 3, unit=300),
+     "unit: expected a Modbus unit id 0..247, got 300"),
+])
+def test_python_and_the_file_say_the_same_sentence(table: str, build: object, expect: str) -> None:
+    with pytest.raises(ConfigError) as in_file:
+        parse_config(BASE + table, name="cell.toml", base=Path("/cfg"))
+    with pytest.raises(ConfigError) as in_python:
+        build()  # type: ignore[operator]
+    assert expect in str(in_python.value), in_python.value
+    assert expect in str(in_file.value) and str(in_file.value).startswith("cell.toml:"), in_file.value
+
+
+def test_the_top_tables_are_the_config_s_sections() -> None:
+    """The top table's keys come from InspectionConfig's fields (per-part mode's three tables from its one)."""
+    from edgekit.inspect.config import _TOP, InspectionConfig
+
+    fields = {f.name for f in dataclasses.fields(InspectionConfig)} - {"path", "parts"}
+    assert set(_TOP.keys) == fields | {"parts", "line", "plc"}
+    with pytest.raises(ConfigError, match="dashbord.*did you mean 'dashboard'"):
+        parse_config(BASE + "[dashbord]\nport = 1\n", name="cell.toml")

@@ -364,7 +364,7 @@ def test_tls(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kwargs, message", [
     ({"device": "cell/1"}, "device must be"),
     ({"device": "cell+"}, "device must be"),
-    ({"port": 0}, "port must be"),
+    ({"port": 0}, "mqtt port: expected a port number 1-65535, got 0"),
     ({"password": "x"}, "password given without username"),
     ({"certfile": "c.pem"}, "certfile and keyfile"),
     ({"reconnect_min": 5.0, "reconnect_max": 1.0}, "reconnect_min"),
