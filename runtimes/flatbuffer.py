@@ -9,6 +9,7 @@ iterated, and the bytes decoded in total are capped, so a malformed file costs a
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 from edgekit.errors import ModelError
 
@@ -120,7 +121,8 @@ class FlatReader:
         pos = self.field_pos(table, index)
         if not pos:
             return default
-        return {"u8": self.u8, "i8": self.i8, "i32": self.i32, "u32": self.u32, "u64": self.u64}[kind](pos)
+        read: Callable[[FlatReader, int], int] = _SCALARS[kind]  # a table of functions, not a dict per call
+        return read(self, pos)
 
     def vector(self, table: int, index: int, elem_size: int) -> tuple[int, int]:
         """(start, length) of a vector field; (0, 0) when absent."""
@@ -156,7 +158,7 @@ class FlatReader:
     def ints(self, table: int, index: int, fmt: str = "i", limit: int | None = None,
              what: str = "a vector") -> tuple[int, ...]:
         """A vector of numbers; with `limit`, refused before decoding when longer."""
-        size = struct.calcsize("<" + fmt)
+        size = _SIZES.get(fmt) or struct.calcsize("<" + fmt)
         start, length = self.vector(table, index, size)
         if limit is not None and length > limit:
             raise self.fail(f"{what} has {length:,} entries, at most {limit} make sense")
@@ -167,3 +169,8 @@ class FlatReader:
         start, length = self.vector(table, index, 4)
         self.spend(16 * length)  # the offsets, and the fields read from each table
         return [self.deref(start + 4 * i) for i in range(length)]
+
+
+_SCALARS: dict[str, Callable[[FlatReader, int], int]] = {
+    "u8": FlatReader.u8, "i8": FlatReader.i8, "i32": FlatReader.i32, "u32": FlatReader.u32, "u64": FlatReader.u64}
+_SIZES = {f: struct.calcsize("<" + f) for f in ("i", "f", "q", "b", "B", "h", "H", "I", "Q")}
