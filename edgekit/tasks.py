@@ -73,6 +73,8 @@ class TaskOptions:
 
 @dataclass(frozen=True)
 class DetectorOptions(TaskOptions):
+    """A Detector's options: TaskOptions, and which detections to keep."""
+
     # None: the model's metadata (detection.score_threshold / iou_threshold / max_det), else 0.5, 0.45, 100
     threshold: float | None = None
     classes: Sequence[str | int] | None = None  # keep only these labels or class ids
@@ -82,6 +84,8 @@ class DetectorOptions(TaskOptions):
 
 @dataclass(frozen=True)
 class ClassifierOptions(TaskOptions):
+    """A Classifier's options: TaskOptions, and how many classes to report."""
+
     top_k: int = 5
     threshold: float = 0.0
 

@@ -34,10 +34,11 @@ def _count_delegate_nodes(interp: Any) -> int:
     """Nodes of the execution plan a delegate took. By the wrapper's node names where it has them
     (the interpreters' private ``_get_ops_details`` builds every node's tensor details for that:
     1-3 ms of start-up), else by ``_get_ops_details``."""
-    inner = getattr(interp, "_interpreter", None)
+    inner: Any = getattr(interp, "_interpreter", None)
     try:
         if hasattr(inner, "NumNodes") and hasattr(inner, "NodeName"):
-            return sum(1 for i in range(inner.NumNodes()) if inner.NodeName(i) == "DELEGATE")
+            names: list[str] = [inner.NodeName(i) for i in range(int(inner.NumNodes()))]
+            return names.count("DELEGATE")
         getter = getattr(interp, "_get_ops_details", None)
         return 0 if getter is None else sum(1 for op in getter() if op.get("op_name") == "DELEGATE")
     except Exception:  # noqa: BLE001 - private helpers; a count is a nicety, never a failure
