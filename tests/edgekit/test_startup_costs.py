@@ -166,10 +166,11 @@ def test_the_same_bytes_are_parsed_once_and_other_bytes_again(tmp_path: Path, mo
 # only an error, a terminal's width or a package's version would need.
 NEVER_FOR_ONE_IMAGE = ("edgekit.sinks", "edgekit.track", "edgekit.inspect", "edgekit.fleet", "edgekit.demo",
                        "edgekit.converters", "edgekit.drawing", "edgekit.video", "edgekit.tasks_vision",
-                       "edgekit.contract.anchors", "edgekit.contract.metrics", "edgekit.commands.inspect",
-                       "tensorflow", "importlib.metadata", "difflib")
-NOT_FOR_CLASSIFY = ("edgekit.loop", "edgekit.sources", "edgekit.results.frame", "edgekit.results.masks",
-                    "edgekit.results.poses", "edgekit.commands.detect", "signal", "glob")
+                       "edgekit.contract.anchors", "edgekit.contract.metrics", "edgekit.results.masks",
+                       "edgekit.results.poses", "edgekit.commands.inspect", "tensorflow", "importlib.metadata",
+                       "difflib")
+NOT_FOR_CLASSIFY = ("edgekit.loop", "edgekit.sources", "edgekit.results.frame", "edgekit.commands.detect", "signal",
+                    "glob")
 
 
 def _modules_of_a_run(argv: list[str]) -> list[str]:
