@@ -12,6 +12,13 @@ memory (the child's maximum resident set, from wait4) of:
                                             the photo, OpenCV to resize it, invoke, the top 5;
 (d) `edgekit detect` on one image (later runs) against the same bare script for the SSD's outputs.
 
+The bare scripts are the commands' twins: the same interpreter with the same thread count
+(edgekit's default, every core up to 4), the same decode (Pillow), the same resize (OpenCV,
+INTER_AREA from a 3x shrink, else INTER_LINEAR, as edgekit.preprocess decides) and the same
+printout (classify: the labels the model's zip carries, as edgekit reads them; detect: one line
+of the boxes above 0.5). CPU time (user + system, from wait4) is printed beside wall time: other
+programs running distort it least.
+
 Rounds interleave every case and rotate their order, so machine load hits all alike (the load
 average is printed; other programs running distort every figure). Targets (issue 26): a <= 1.5x;
 c and d <= 1.3x in wall time and in peak memory.
@@ -36,29 +43,33 @@ from benchmarks._common import machine_line, rotated  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 
+# argv: model, image, threads. A model with labels carries them in a zip after the flatbuffer.
 BARE_CLASSIFY = """
-import sys, numpy as np, cv2
+import sys, zipfile, numpy as np, cv2
 from PIL import Image
 from ai_edge_litert.interpreter import Interpreter
-it = Interpreter(model_path=sys.argv[1]); it.allocate_tensors()
+it = Interpreter(model_path=sys.argv[1], num_threads=int(sys.argv[3])); it.allocate_tensors()
 inp, out = it.get_input_details()[0], it.get_output_details()[0]
-img = np.asarray(Image.open(sys.argv[2]).convert("RGB"))
-it.set_tensor(inp["index"], cv2.resize(img, tuple(inp["shape"][2:0:-1]), interpolation=cv2.INTER_AREA)[None])
-it.invoke(); s = it.get_tensor(out["index"])[0]
-for i in np.argsort(s)[::-1][:5]: print(f"{s[i] / 255:.4f} {i}")
+with zipfile.ZipFile(sys.argv[1]) as z: labels = z.read(z.namelist()[0]).decode().splitlines()
+img = np.asarray(Image.open(sys.argv[2]).convert("RGB")); (h, w), (th, tw) = img.shape[:2], inp["shape"][1:3]
+area = cv2.INTER_AREA if tw <= w / 3 or th <= h / 3 else cv2.INTER_LINEAR
+it.set_tensor(inp["index"], cv2.resize(img, (tw, th), interpolation=area)[None])
+it.invoke(); s = it.get_tensor(out["index"])[0]; scale, zero = out["quantization"]; print(sys.argv[2])
+for i in np.argsort(s)[::-1][:5]: print(f"  {(int(s[i]) - zero) * scale:7.4f}  {i:4d}  {labels[i]}")
 """
 
 BARE_DETECT = """
 import sys, numpy as np, cv2
 from PIL import Image
 from ai_edge_litert.interpreter import Interpreter
-it = Interpreter(model_path=sys.argv[1]); it.allocate_tensors()
+it = Interpreter(model_path=sys.argv[1], num_threads=int(sys.argv[3])); it.allocate_tensors()
 inp, outs = it.get_input_details()[0], it.get_output_details()
-img = np.asarray(Image.open(sys.argv[2]).convert("RGB")); h, w = img.shape[:2]
-it.set_tensor(inp["index"], cv2.resize(img, tuple(inp["shape"][2:0:-1]), interpolation=cv2.INTER_AREA)[None])
+img = np.asarray(Image.open(sys.argv[2]).convert("RGB")); (h, w), (th, tw) = img.shape[:2], inp["shape"][1:3]
+area = cv2.INTER_AREA if tw <= w / 3 or th <= h / 3 else cv2.INTER_LINEAR
+it.set_tensor(inp["index"], cv2.resize(img, (tw, th), interpolation=area)[None])
 it.invoke(); boxes, classes, scores, n = (it.get_tensor(o["index"])[0] for o in outs)
-for b, c, s in zip(boxes[:int(n)], classes, scores):
-    if s >= 0.5: print(int(c), f"{s:.2f}", [int(b[1] * w), int(b[0] * h), int(b[3] * w), int(b[2] * h)])
+print("frame 0", ", ".join(f"{int(c)} {s:.2f} {[int(b[1] * w), int(b[0] * h), int(b[3] * w), int(b[2] * h)]}"
+                           for b, c, s in zip(boxes[:int(n)], classes, scores) if s >= 0.5))
 """
 
 
@@ -71,8 +82,8 @@ def edgekit_argv() -> list[str]:
 GNU_TIME = shutil.which("time", path="/usr/bin:/bin")
 
 
-def run_once(argv: list[str], env: dict[str, str], scratch: Path) -> tuple[float, float]:
-    """Wall seconds and peak resident MB of one child process.
+def run_once(argv: list[str], env: dict[str, str], scratch: Path) -> tuple[float, float, float]:
+    """Wall seconds, peak resident MB and CPU seconds (user + system) of one child process.
 
     The peak comes from GNU time (`/usr/bin/time -f %M`), which forks from its own small process:
     a child forked from this Python would carry this process's resident pages into its peak
@@ -91,9 +102,10 @@ def run_once(argv: list[str], env: dict[str, str], scratch: Path) -> tuple[float
         proc.stderr.close()
     if code != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({code}): {err.strip()}")
+    cpu = usage.ru_utime + usage.ru_stime  # GNU time's too: a few ms, alike for every case
     if GNU_TIME:
-        return wall, int(out.read_text().split()[-1]) / 1024
-    return wall, usage.ru_maxrss / 1024  # Linux reports KiB
+        return wall, int(out.read_text().split()[-1]) / 1024, cpu
+    return wall, usage.ru_maxrss / 1024, cpu  # Linux reports KiB
 
 
 def main() -> int:
@@ -112,16 +124,17 @@ def main() -> int:
     bare_c, bare_d = scratch / "bare_classify.py", scratch / "bare_detect.py"
     bare_c.write_text(BARE_CLASSIFY)
     bare_d.write_text(BARE_DETECT)
+    threads = str(max(1, min(os.cpu_count() or 1, 4)))  # edgekit's default (runtimes.loader.default_threads)
     classify = [*ek, "classify", "-m", args.model, args.image]
-    detect = [*ek, "detect", "-m", args.detector, "--source", args.image, "-q"]
+    detect = [*ek, "detect", "-m", args.detector, "--source", args.image]
     cases = {
         "a edgekit --version": (ek + ["--version"], None),
         "a python -c 'import numpy'": (py + ["-c", "import numpy"], None),
         "b edgekit classify, first run": (classify, "cold"),
         "c edgekit classify, later runs": (classify, None),
-        "c bare classify script": (py + [str(bare_c), args.model, args.image], None),
+        "c bare classify script": (py + [str(bare_c), args.model, args.image, threads], None),
         "d edgekit detect, later runs": (detect, None),
-        "d bare detect script": (py + [str(bare_d), args.detector, args.image], None),
+        "d bare detect script": (py + [str(bare_d), args.detector, args.image, threads], None),
     }
     print(machine_line())
     if not GNU_TIME:
@@ -132,6 +145,7 @@ def main() -> int:
         run_once(argv, env, scratch)
     wall: dict[str, list[float]] = {k: [] for k in cases}
     mem: dict[str, list[float]] = {k: [] for k in cases}
+    cpu: dict[str, list[float]] = {k: [] for k in cases}
     for r in range(args.rounds):
         for name in rotated(list(cases), r):
             argv, cache = cases[name]
@@ -139,25 +153,26 @@ def main() -> int:
             if cache == "cold":
                 cold = scratch / f"cold-{r}"
                 run_env = {**env, "XDG_CACHE_HOME": str(cold)}
-            w, m = run_once(argv, run_env, scratch)
+            w, m, c = run_once(argv, run_env, scratch)
             wall[name].append(w)
             mem[name].append(m)
+            cpu[name].append(c)
             if cache == "cold":
                 shutil.rmtree(cold, ignore_errors=True)
-    med = {k: (statistics.median(wall[k]), statistics.median(mem[k])) for k in cases}
+    med = {k: (statistics.median(wall[k]), statistics.median(mem[k]), statistics.median(cpu[k])) for k in cases}
     print(f"{args.rounds} rounds, medians; model {Path(args.model).name}, detector {Path(args.detector).name}, "
-          f"image {Path(args.image).name}")
-    print(f"{'case':34} {'wall s':>7} {'peak MB':>8}")
-    for name, (w, m) in med.items():
-        print(f"{name:34} {w:7.3f} {m:8.1f}")
+          f"image {Path(args.image).name}, {threads} threads; load average {os.getloadavg()[0]:.2f} at the end")
+    print(f"{'case':34} {'wall s':>7} {'peak MB':>8} {'CPU s':>7}")
+    for name, (w, m, c) in med.items():
+        print(f"{name:34} {w:7.3f} {m:8.1f} {c:7.3f}")
     pairs = [("a", "a edgekit --version", "a python -c 'import numpy'", 1.5),
              ("b", "b edgekit classify, first run", "c bare classify script", None),
              ("c", "c edgekit classify, later runs", "c bare classify script", 1.3),
              ("d", "d edgekit detect, later runs", "d bare detect script", 1.3)]
-    print(f"{'ratio':6} {'wall':>6} {'memory':>7}  target")
+    print(f"{'ratio':6} {'wall':>6} {'memory':>7} {'CPU':>6}  target")
     for key, ours, bare, target in pairs:
-        (w1, m1), (w0, m0) = med[ours], med[bare]
-        print(f"{key:6} {w1 / w0:6.2f} {m1 / m0:7.2f}  {'<= %.1fx' % target if target else '(no target)'}")
+        (w1, m1, c1), (w0, m0, c0) = med[ours], med[bare]
+        print(f"{key:6} {w1 / w0:6.2f} {m1 / m0:7.2f} {c1 / c0:6.2f}  {'<= %.1fx' % target if target else '(no target)'}")
     shutil.rmtree(scratch, ignore_errors=True)
     return 0
 

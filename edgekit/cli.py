@@ -8,7 +8,6 @@ EDGEKIT_DEBUG=1 is set.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import os
 import sys
@@ -57,6 +56,8 @@ class Parser(argparse.ArgumentParser):
             try:
                 bad = message.split("invalid choice: ")[1].split(" (choose")[0].strip("'\"")
                 choices = message.split("choose from ")[1].rstrip(")").replace("'", "").split(", ")
+                import difflib  # only for a misspelt choice (start-up time)
+
                 close = difflib.get_close_matches(bad, [c.strip() for c in choices], n=1)
                 if close:
                     hint = f" Did you mean {close[0]!r}?"
@@ -80,11 +81,13 @@ def build_parser(command: str | None = None) -> Parser:
     parser = Parser(prog="edgekit", formatter_class=HelpFormatter,
                     description="Quantized on-device inference: convert, check, benchmark and run TFLite models.")
     parser.add_argument("--version", action="version", version=f"edgekit {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    # prog given: argparse would otherwise format the usage line to make it (and import shutil for the terminal)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser, prog=parser.prog)
     sub.required = True
     for name, summary in COMMANDS.items():
         if command is not None and name != command:
-            sub.add_parser(name, help=summary, add_help=False)  # listed in --help; never parsed
+            if not command:  # listed in --help and in a misspelt command's choices; never parsed. With a
+                sub.add_parser(name, help=summary, add_help=False)  # command chosen, the others are not built
             continue
         try:
             mod = importlib.import_module(f"edgekit.commands.{name}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import cv2
 import numpy as np
@@ -19,8 +19,10 @@ from edgekit.contract.modelreading import ModelReading
 from edgekit.contract.preprocessing import PreprocessingSpec
 from edgekit.errors import ModelError
 from edgekit.preprocess import fit_into, write_channels_first, write_channels_last
-from edgekit.results import Result
 from edgekit.runtimes.model import Model
+
+if TYPE_CHECKING:  # a union of every task's result (edgekit.results.frame): not needed to run one task
+    from edgekit.results import Result
 
 __all__ = ["ModelEngine"]
 

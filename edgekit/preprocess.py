@@ -118,10 +118,10 @@ def _upright(im: Any) -> Any:
     returns a copy even of an upright image (300 MB for 100 megapixels); asking first copies
     only when there is something to turn.
     """
-    from PIL import ImageOps
-
     if im.getexif().get(0x0112) not in _TURNED:
         return im
+    from PIL import ImageOps  # only for an image to turn (start-up time)
+
     return ImageOps.exif_transpose(im)
 
 

@@ -13,7 +13,6 @@ converted once when captured (``cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)`` for you
 
 from __future__ import annotations
 
-import difflib
 import os
 import threading
 from dataclasses import dataclass
@@ -28,13 +27,14 @@ from edgekit.contract.preprocessing import PreprocessingSpec
 from edgekit.engine import ModelEngine
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, detector_labels_note, load_labels
-from edgekit.results import Classes, Detections, FrameResult, Result
+from edgekit.results import Classes, Detections
 from edgekit.runtimes.delegates import Delegate, DelegateSpec
 from edgekit.runtimes.loader import default_threads, load_model
 from edgekit.runtimes.model import Model
 
 if TYPE_CHECKING:  # the loop and the sources load when a task streams (classify never does: start-up)
     from edgekit.loop import LoopSummary, Performance, Stream
+    from edgekit.results import FrameResult, Result
     from edgekit.sources import Reconnect, SourceSpec, VideoSource
 
 __all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",
@@ -73,6 +73,8 @@ class TaskOptions:
 
 @dataclass(frozen=True)
 class DetectorOptions(TaskOptions):
+    """A Detector's options: TaskOptions, and which detections to keep."""
+
     # None: the model's metadata (detection.score_threshold / iou_threshold / max_det), else 0.5, 0.45, 100
     threshold: float | None = None
     classes: Sequence[str | int] | None = None  # keep only these labels or class ids
@@ -82,6 +84,8 @@ class DetectorOptions(TaskOptions):
 
 @dataclass(frozen=True)
 class ClassifierOptions(TaskOptions):
+    """A Classifier's options: TaskOptions, and how many classes to report."""
+
     top_k: int = 5
     threshold: float = 0.0
 
@@ -165,6 +169,8 @@ def _check_classes(classes: Sequence[str | int] | None, labels: Sequence[str] | 
     known = set(labels or ())
     for c in classes:
         if isinstance(c, str) and not c.isdigit() and c not in known:
+            import difflib  # only for an unknown class (start-up time)
+
             close = difflib.get_close_matches(c, sorted(known), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else \
                 (" The model has no labels: give class ids, or --labels." if not known else "")

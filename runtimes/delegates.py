@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import gc
-import glob
 import os
 import platform
 import re
@@ -138,6 +137,8 @@ class DelegateSpec:
 
 def list_edgetpu_devices() -> list[str]:
     """Edge TPUs visible to this machine without the runtime: PCIe 'apex' nodes and Coral USB ids."""
+    import glob  # only where an Edge TPU is looked for
+
     found = [f"pci:{p}" for p in sorted(glob.glob("/dev/apex_*"))]
     # 1a6e:089a before its firmware is loaded, 18d1:9302 after the first inference.
     for dev in sorted(glob.glob("/sys/bus/usb/devices/*")):

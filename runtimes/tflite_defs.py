@@ -27,6 +27,8 @@ TENSOR_ITEMSIZE: dict[str, int] = {name: size for name, size in TENSOR_TYPES.val
 
 @dataclass(frozen=True)
 class TensorDef:
+    """One tensor of a subgraph: shape, element type, buffer and quantization."""
+
     name: str
     shape: tuple[int, ...]
     type: str
@@ -41,6 +43,8 @@ class TensorDef:
 
 @dataclass(frozen=True)
 class OperatorDef:
+    """One operator: its op name, its tensors and the options edgekit checks."""
+
     opcode: str
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
@@ -54,6 +58,8 @@ class OperatorDef:
 
 @dataclass(frozen=True)
 class SubgraphDef:
+    """One subgraph: its tensors, inputs, outputs and operators."""
+
     name: str
     tensors: tuple[TensorDef, ...]
     inputs: tuple[int, ...]
@@ -63,6 +69,8 @@ class SubgraphDef:
 
 @dataclass(frozen=True)
 class BufferDef:
+    """Where one buffer's data lies in the file."""
+
     start: int  # absolute offset of the data in the file, 0 when empty
     size: int
 

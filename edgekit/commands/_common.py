@@ -7,7 +7,6 @@ import argparse
 import contextlib
 import logging
 import os
-import signal
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
@@ -277,6 +276,7 @@ def stop_on_signals(stream: Stream, received: list[str]) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # signals can only be caught in the main thread
         return
+    import signal  # only for a command that streams (classify does not: start-up time)
 
     def handler(signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name

@@ -57,9 +57,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.threshold >= 0.0:  # also refuses nan
         raise InputError(f"--threshold must be a score of at least 0, got {args.threshold}")
+    # No warm-up, as `detect` before images (commands._common.resolve_warmup): one run per image, where
+    # warming up would only double the time (two extra inferences of the model at every start).
     options = ClassifierOptions(model=args.model, labels=args.labels, delegate=args.delegate,
                                 num_threads=args.threads, top_k=args.top_k, threshold=args.threshold,
-                                isolate=getattr(args, "isolate", None))
+                                isolate=getattr(args, "isolate", None), warmup=0)
     with native_stderr_filtered():
         clf = Classifier.create_from_options(options)
     with clf:

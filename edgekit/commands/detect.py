@@ -14,7 +14,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.commands._common import (
     LineSink,
@@ -42,11 +42,12 @@ from edgekit.loop import Performance, Stream
 from edgekit.outputs import output_file_arg
 from edgekit.results import FrameResult
 from edgekit.runtimes.loader import load_model
-from edgekit.sinks import Sink
-from edgekit.sinks.jsonl import JsonlSink
-from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
 from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
 from edgekit.sources import VideoSource
+
+if TYPE_CHECKING:  # the sinks load with the flag that asks for them (--save, --show, --json): start-up time
+    from edgekit.sinks import Sink
+    from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
 
 __all__ = ["register", "run"]
 
@@ -151,8 +152,13 @@ def run(args: argparse.Namespace) -> int:
     debug = quiet_native_logs()
     spec = source_spec(args)
     resolve_warmup(args, spec)
-    writer = VideoWriterSink(args.save) if args.save else None  # checks the path before the slow part
-    window = WindowSink() if args.show else None
+    writer: VideoWriterSink | None = None
+    window: WindowSink | None = None
+    if args.save or args.show:
+        from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
+
+        writer = VideoWriterSink(args.save) if args.save else None  # checks the path before the slow part
+        window = WindowSink() if args.show else None
     source = VideoSource(spec)
     received: list[str] = []
     sinks: list[Sink] = [s for s in (writer, window) if s is not None]
@@ -172,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
             if writer is not None:
                 writer.fps = source.fps or 30.0
             if args.json:
+                from edgekit.sinks.jsonl import JsonlSink
+
                 sinks.append(JsonlSink(sys.stdout))
             elif not args.quiet and all(s is served for s in sinks):
                 sinks.append(LineSink(_line))

@@ -187,6 +187,8 @@ def decode_yolo(output: np.ndarray | Sequence[np.ndarray], transform: Transform,
 
 @dataclass(frozen=True)
 class _Shape:
+    """A tensor's shape and name, for a decoder made from shapes alone."""
+
     shape: tuple[int, ...]
     name: str = ""
 

@@ -6,7 +6,6 @@ maps a user's string (any case, ``_`` or ``-``) to a member, with a did-you-mean
 
 from __future__ import annotations
 
-import difflib
 import enum
 from typing import TypeVar
 
@@ -34,6 +33,8 @@ class Choice(str, enum.Enum):
         for member in cls:
             if _key(member.value) == text or _key(member.name) == text:
                 return member
+        import difflib  # only for a value that is not one (start-up time)
+
         names = [m.value for m in cls]
         close = difflib.get_close_matches(str(value).strip(), names, n=1, cutoff=0.6) or \
             difflib.get_close_matches(text, [_key(n) for n in names], n=1)

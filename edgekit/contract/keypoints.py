@@ -19,14 +19,25 @@ Keypoints go back onto the frame through the preprocessing's transform, exactly 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from edgekit.contract.enums import Choice
+from edgekit._lazy import load_export
 from edgekit.contract._mapping import PixelMapping, normalized_points_to_source
+from edgekit.contract.enums import Choice
 from edgekit.errors import ModelError
-from edgekit.results.poses import COCO_KEYPOINTS, COCO_SKELETON, Pose, Poses
+
+if TYPE_CHECKING:
+    from edgekit.results.poses import COCO_KEYPOINTS, COCO_SKELETON, Pose, Poses
+
+# The results this module hands on load when first asked for (PEP 562): every model's reading asks
+# pose_layout_of here, and only a pose model's decoding makes Poses (start-up time).
+_EXPORTS = dict.fromkeys(("COCO_KEYPOINTS", "COCO_SKELETON", "Pose", "Poses"), "edgekit.results.poses")
+
+
+def __getattr__(name: str) -> Any:
+    return load_export(__name__, _EXPORTS, globals(), name)
 
 __all__ = ["PoseLayout", "Pose", "Poses", "COCO_KEYPOINTS", "COCO_SKELETON", "HAND_KEYPOINTS", "HAND_SKELETON",
            "pose_layout", "pose_layout_of", "decode_poses", "decode_single_pose", "decode_multi_pose",
@@ -77,6 +88,8 @@ def decode_single_pose(output: np.ndarray, transform: PixelMapping, *, threshold
     Raises:
         ModelError: the output is not [1, 1, K, 3].
     """
+    from edgekit.results.poses import Poses
+
     a = np.asarray(output, dtype=np.float32)
     if pose_layout(a.shape) is not PoseLayout.SINGLE:
         raise ModelError(f"a single-pose output is [1, 1, K, 3] (y, x, score), got {list(a.shape)}")
@@ -93,6 +106,8 @@ def decode_multi_pose(output: np.ndarray, transform: PixelMapping, *, threshold:
     Raises:
         ModelError: the output is not [1, P, 56].
     """
+    from edgekit.results.poses import Poses
+
     a = np.asarray(output, dtype=np.float32)
     if pose_layout(a.shape) is not PoseLayout.MULTI:
         raise ModelError(f"a multi-pose output is [1, P, 56] (17 x (y, x, score), box, score), got {list(a.shape)}")
@@ -116,6 +131,8 @@ def decode_hand_landmarks(outputs: Sequence[np.ndarray], transform: PixelMapping
     Raises:
         ModelError: the outputs are not the four of a hand landmark model.
     """
+    from edgekit.results.poses import Poses
+
     if pose_layout_of([np.shape(o) for o in outputs]) is not PoseLayout.HAND:
         raise ModelError(f"a hand landmark model has outputs [1, 63], [1, 1], [1, 1], [1, 63]; got "
                          f"{[list(np.shape(o)) for o in outputs]}")

@@ -20,14 +20,25 @@ Connected regions (boxes and areas per blob) need OpenCV and live in :mod:`edgek
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from edgekit.contract.enums import Choice
+from edgekit._lazy import load_export
 from edgekit.contract._mapping import PixelMapping, source_grid_indices
+from edgekit.contract.enums import Choice
 from edgekit.errors import InputError, ModelError
-from edgekit.results.masks import ClassArea, SegmentationMask
+
+if TYPE_CHECKING:
+    from edgekit.results.masks import ClassArea, SegmentationMask
+
+# The results this module hands on load when first asked for (PEP 562): every model's reading asks
+# segmentation_layout here, and only a segmenter's decoding makes a mask (start-up time).
+_EXPORTS = dict.fromkeys(("ClassArea", "SegmentationMask"), "edgekit.results.masks")
+
+
+def __getattr__(name: str) -> Any:
+    return load_export(__name__, _EXPORTS, globals(), name)
 
 __all__ = ["SegmentationLayout", "ClassArea", "SegmentationMask", "segmentation_layout", "class_map_of", "bilinear_to_source",
            "resize_to_source", "decode_segmentation", "MIN_MAP_SIDE"]
@@ -125,6 +136,8 @@ def decode_segmentation(output: np.ndarray, transform: PixelMapping, *, layout: 
     Raises:
         ModelError: the output is no segmentation layout, or does not fit the one given.
     """
+    from edgekit.results.masks import SegmentationMask
+
     a = np.asarray(output)
     if layout is None:
         layout = segmentation_layout(a.shape, a.dtype)

@@ -30,9 +30,14 @@ import numpy as np
 
 from edgekit.errors import InputError
 from edgekit.preprocess import Transform
-from edgekit.results import FrameResult, Result, StageTimes
+from edgekit.results import FrameResult, StageTimes
 from edgekit.sources import Handoff, Frame, VideoSource, background_priority
 from edgekit.loop.summary import LoopSummary, SampleWindow
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # every task's result: made with the masks and poses it names, which a detector never loads
+    from edgekit.results import Result
 
 __all__ = ["Engine", "LoopOptions", "LoopSummary", "Performance", "Stream", "SampleWindow"]
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, Union
 
 import numpy as np
 
 from edgekit.results.detections import Classes, Detections
-from edgekit.results.masks import Segmentation
-from edgekit.results.poses import Poses
+
+if TYPE_CHECKING:
+    from edgekit.results.masks import Segmentation
+    from edgekit.results.poses import Poses
 
 __all__ = ["StageTimes", "Result", "FrameResult"]
 
@@ -24,11 +26,32 @@ class StageTimes(NamedTuple):
 
 
 # Every task's answer for one frame: a detector's, a classifier's, a segmenter's and a pose
-# estimator's. Declared here once; decoders, tasks and the loop use it.
-Result = Union[Detections, Classes, Segmentation, Poses]
-_R = TypeVar("_R", Detections, Classes, Segmentation, Poses)
-_HELD = {Detections: ("a detector's Detections", "detections"), Classes: ("a classifier's Classes", "classes"),
-         Segmentation: ("a segmenter's Segmentation", "segmentation"), Poses: ("a pose estimator's Poses", "poses")}
+# estimator's. Declared here once; decoders, tasks and the loop use it. At run time it is made when
+# first asked for (__getattr__ below), with the masks and poses it names: a detector's or a
+# classifier's run never loads them (start-up time).
+if TYPE_CHECKING:
+    Result = Union[Detections, Classes, Segmentation, Poses]
+    _R = TypeVar("_R", Detections, Classes, Segmentation, Poses)
+
+
+def __getattr__(name: str) -> Any:
+    if name != "Result":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from edgekit.results.masks import Segmentation
+    from edgekit.results.poses import Poses
+
+    union = Union[Detections, Classes, Segmentation, Poses]
+    globals()["Result"] = union
+    return union
+
+
+def _held() -> dict[type, tuple[str, str]]:
+    """Each task's result type: what it is called, and the attribute that gives it."""
+    from edgekit.results.masks import Segmentation
+    from edgekit.results.poses import Poses
+
+    return {Detections: ("a detector's Detections", "detections"), Classes: ("a classifier's Classes", "classes"),
+            Segmentation: ("a segmenter's Segmentation", "segmentation"), Poses: ("a pose estimator's Poses", "poses")}
 
 
 @dataclass(frozen=True)
@@ -68,7 +91,7 @@ class FrameResult:
         Raises:
             AttributeError: the frame holds another task's result; use :attr:`result`.
         """
-        return self._as(Detections, _HELD[Detections][0])
+        return self._as(Detections, "a detector's Detections")
 
     @property
     def classes(self) -> Classes:
@@ -77,7 +100,7 @@ class FrameResult:
         Raises:
             AttributeError: the frame holds another task's result; use :attr:`result`.
         """
-        return self._as(Classes, _HELD[Classes][0])
+        return self._as(Classes, "a classifier's Classes")
 
     @property
     def segmentation(self) -> Segmentation:
@@ -86,7 +109,9 @@ class FrameResult:
         Raises:
             AttributeError: the frame holds another task's result; use :attr:`result`.
         """
-        return self._as(Segmentation, _HELD[Segmentation][0])
+        from edgekit.results.masks import Segmentation
+
+        return self._as(Segmentation, "a segmenter's Segmentation")
 
     @property
     def poses(self) -> Poses:
@@ -95,11 +120,13 @@ class FrameResult:
         Raises:
             AttributeError: the frame holds another task's result; use :attr:`result`.
         """
-        return self._as(Poses, _HELD[Poses][0])
+        from edgekit.results.poses import Poses
+
+        return self._as(Poses, "a pose estimator's Poses")
 
     def _as(self, kind: type[_R], what: str) -> _R:
         if not isinstance(self.result, kind):
-            held = next(((w, a) for k, (w, a) in _HELD.items() if isinstance(self.result, k)),
+            held = next(((w, a) for k, (w, a) in _held().items() if isinstance(self.result, k)),
                         (type(self.result).__name__, "result"))
             raise AttributeError(f"this FrameResult holds {held[0]}, not {what}; use .{held[1]} or .result")
         return self.result

@@ -1,6 +1,7 @@
 """What start-up no longer pays for (issue 26): the contract's names load with their module, the
-gray-frame value check runs once per file that passed isolation, and a run's percentiles need
-no numpy.ma. Each saving keeps the behaviour it replaces."""
+gray-frame value check runs once per file that passed isolation, a run's percentiles need
+no numpy.ma, and `edgekit classify` / `detect` on one image load nothing one image has no use for.
+Each saving keeps the behaviour it replaces."""
 
 from __future__ import annotations
 
@@ -158,3 +159,46 @@ def test_the_same_bytes_are_parsed_once_and_other_bytes_again(tmp_path: Path, mo
     validate.validate_model_file(model)
     validate.validate_model_file(model)
     assert len(parsed) == 4 and validate._LAST == []  # noqa: SLF001
+
+
+# What a classify or a detect of one photo has no use for: the loop's outputs, tracking, the cell, the
+# fleet, the demo, the converters, drawing, the other tasks' results and decoders, and the stdlib modules
+# only an error, a terminal's width or a package's version would need.
+NEVER_FOR_ONE_IMAGE = ("edgekit.sinks", "edgekit.track", "edgekit.inspect", "edgekit.fleet", "edgekit.demo",
+                       "edgekit.converters", "edgekit.drawing", "edgekit.video", "edgekit.tasks_vision",
+                       "edgekit.contract.anchors", "edgekit.contract.metrics", "edgekit.results.masks",
+                       "edgekit.results.poses", "edgekit.commands.inspect", "tensorflow", "importlib.metadata",
+                       "difflib")
+NOT_FOR_CLASSIFY = ("edgekit.loop", "edgekit.sources", "edgekit.results.frame", "edgekit.commands.detect", "signal",
+                    "glob")
+
+
+def _modules_of_a_run(argv: list[str]) -> list[str]:
+    """The modules loaded (by this process, not the isolation child) once `edgekit ARGV` ran."""
+    code = ("import json, sys; from edgekit.cli import main; code = main(sys.argv[1:]); "
+            "print(json.dumps([code, sorted(sys.modules)]))")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    code, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    assert code == 0, out.stderr
+    return modules
+
+
+def _loaded_of(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def test_classify_of_one_image_loads_only_what_it_uses(passed_cache: Path) -> None:
+    argv = ["classify", "-m", str(SMALL), str(DATA / "grace_hopper.png")]
+    first = _modules_of_a_run(argv)  # the isolation child runs (through subprocess, which needs signal)
+    assert {"edgekit.commands.classify", "edgekit.tasks", "edgekit.results.detections"} <= set(first)
+    assert _loaded_of(first, NEVER_FOR_ONE_IMAGE + NOT_FOR_CLASSIFY[:-2]) == []
+    later = _modules_of_a_run(argv)  # the file passed here: no child
+    assert _loaded_of(later, NEVER_FOR_ONE_IMAGE + NOT_FOR_CLASSIFY) == []
+
+
+def test_detect_on_one_image_loads_no_sink_it_was_not_asked_for(passed_cache: Path) -> None:
+    modules = _modules_of_a_run(["detect", "-m", str(SSD), "--source", str(DATA / "grace_hopper.png"), "-q"])
+    assert {"edgekit.commands.detect", "edgekit.loop", "edgekit.sources"} <= set(modules)
+    assert _loaded_of(modules, NEVER_FOR_ONE_IMAGE) == []
