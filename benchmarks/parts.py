@@ -20,7 +20,8 @@ reject reaches the PLC.
     (--seeds), belt speeds (4, 8, 12 px/frame) and spacings (spaced, close, touching), defect mixes
     (--defect-share), parts entering side by side (--abreast), frame sizes (--size) and rates (--fps),
     through the same int8 model; each clip is scored up to a moment no part is crossing, verdicts paired with
-    the true parts by crossing frame (missed and extra parts counted apart).
+    the true parts by crossing frame (missed and extra parts counted apart); verdicts right and reasons right
+    (exactly the part's defects).
 (4) Line crossing to Modbus coil write alone: a verdict handed to the Rejector (delay 0) until
     pymodbus' server has the coil, p50/p99 over 200 rejects.
 """
@@ -284,8 +285,8 @@ def other_belts(demo: Path, frames: int, seeds: list[int], speeds: list[float], 
     print(f"(3) generated belt videos ({frames} frames, {size}x{size}, {fps:g} fps, line at x = {size // 2}; defective parts "
           f"{defect_share:.0%}, places with two parts abreast {abreast:.0%}) through the int8 model; "
           f"verdicts paired with the truth by crossing frame (within {within})")
-    print("    seed  speed px/f  spacing    parts  counted  missed  extra  verdicts right")
-    totals = {"err": 0, "missed": 0, "extra": 0, "right": 0, "parts": 0, "belts": 0, "exact": 0}
+    print("    seed  speed px/f  spacing    parts  counted  missed  extra  verdicts right  reasons right")
+    totals = {"err": 0, "missed": 0, "extra": 0, "right": 0, "reasons": 0, "parts": 0, "belts": 0, "exact": 0}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
             for speed in speeds:
@@ -299,15 +300,17 @@ def other_belts(demo: Path, frames: int, seeds: list[int], speeds: list[float], 
                     _, verdicts, _, _ = run_video(model, Path(tmp) / "b.avi", parts=True, until=end, size=size)
                     s = score_parts(verdicts, expected, within=within)
                     for key, value in (("err", abs(s.count_error)), ("missed", s.missed), ("extra", s.extra),
-                                       ("right", s.right), ("parts", s.expected), ("belts", 1),
+                                       ("right", s.right), ("reasons", s.reasons_right), ("parts", s.expected),
+                                       ("belts", 1),
                                        ("exact", int(s.missed == s.extra == 0))):
                         totals[key] += value
                     print(f"    {seed:4d}  {speed:10.1f}  {name:9s}  {s.expected:5d}  {s.counted:7d}  {s.missed:6d}  "
-                          f"{s.extra:5d}  {s.right:5d}/{s.expected}")
+                          f"{s.extra:5d}  {s.right:5d}/{s.expected}  {s.reasons_right:8d}/{s.expected}")
     t = totals
     print(f"    total: {t['belts']} belts, {t['parts']} parts; count error {t['err']} (sum of |counted - parts|), "
           f"{t['missed']} missed and {t['extra']} extra; {t['exact']} belts counted exactly; verdicts right "
-          f"{t['right']}/{t['parts']} ({100 * t['right'] / max(t['parts'], 1):.1f} %)")
+          f"{t['right']}/{t['parts']} ({100 * t['right'] / max(t['parts'], 1):.1f} %), reasons right (exactly the "
+          f"part's defects) {t['reasons']}/{t['parts']} ({100 * t['reasons'] / max(t['parts'], 1):.1f} %)")
 
 
 def modbus_latency(port: int, n: int = 200) -> None:

@@ -8,6 +8,7 @@
     min_overlap = 0.5            # share of a defect's box inside the part's box
     evidence = "frames"          # "frames": seen in >= min_frames frames; "score": scores add up to min_score_sum
     min_frames = 2
+    # whole_defects = false      # on (true) by default: a defect box cut by the frame's edge is no sighting
     crops = true                 # best-frame JPEG of each part under <state_dir>/crops
     # count_score = 0.5          # off (0) by default: a track counts once a box of it scored this
     # piece_overlap = 0.7        # off (0) by default: a track this much inside an older part's is a piece of it
@@ -111,7 +112,7 @@ _OPTIONS = Section(PartsOptions, {
     "parts": Setting(list, _NAMES, key="classes", convert=tuple), "defects": Setting(list, _NAMES, convert=tuple),
     "min_overlap": Setting(float), "evidence": Setting(Evidence), "min_frames": Setting(int),
     "min_score_sum": Setting(float), "part_threshold": Setting(float, key="threshold"),
-    "defect_threshold": Setting(float), "crop": Setting(bool, key="crops"),
+    "defect_threshold": Setting(float), "whole_defects": Setting(bool), "crop": Setting(bool, key="crops"),
     "crop_quality": Setting(int), "count_score": Setting(float),
     "count_wait": Setting(int), "piece_overlap": Setting(float),
     "lost_buffer": Setting(int, POS_INT, key="lost_frames", default=None),

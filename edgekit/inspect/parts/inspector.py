@@ -8,7 +8,11 @@ The config says which classes are parts and which are defects. Each frame:
    (the part holding most of it);
 3. a part's defects build up evidence over its track: a defect counts once it was seen in
    ``min_frames`` frames (``evidence = "frames"``) or its scores add up to ``min_score_sum``
-   (``evidence = "score"``), so one noisy frame does not fail a good part;
+   (``evidence = "score"``), so one noisy frame does not fail a good part. With ``whole_defects``
+   (on by default) only a defect box wholly inside the frame is a sighting: one cut by the frame's
+   edge shows part of the defect, and the detector's class for it is a guess (on the demo's belt a
+   scratch entering the frame was called a missing hole for two frames); the part is seen whole
+   before it reaches the line. Such sightings are kept apart (:attr:`DefectEvidence.at_edge`);
 4. when the part's track crosses the counting line (or zone) it gets exactly one verdict,
    :class:`PartVerdict`: PASS, or FAIL with the defects that counted as reasons. Two settings, off by
    default, keep tracks that are not parts from a verdict, for detectors that need them:
@@ -86,7 +90,7 @@ class _Part:
         self.box: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
         self.crop: np.ndarray | None = None
         self.crop_whole = False  # the kept crop shows the whole part (not cut by the frame's edge)
-        self.defects: dict[str, list[float]] = {}  # label -> [frames, score_sum, max_score]
+        self.defects: dict[str, list[float]] = {}  # label -> [frames, score_sum, max_score, frames at the edge]
         self.judged = False
         self.peak = 0.0  # its highest score
         self.crossed = (-1, 0.0, 0.0)  # frame, timestamp, capture time of its crossing
@@ -122,7 +126,9 @@ class PartInspector:
 
     def update(self, detections: Detections, *, frame: int, timestamp: float, captured_at: float,
                image_bgr: np.ndarray | None = None) -> PartsFrame:
-        """Feed one frame's detections (all classes); returns the frame's parts, defects and verdicts."""
+        """Feed one frame's detections (all classes); returns the frame's parts, defects and verdicts.
+        ``image_bgr`` (the frame) gives the crops and the frame's edge for ``whole_defects`` (without
+        it every defect box counts as whole)."""
         labels, boxes, all_scores = detections.labels, detections.xyxy.tolist(), detections.scores.tolist()
         part_rows = [i for i, lab in enumerate(labels) if lab in self._part_set]
         defect_rows = [i for i, lab in enumerate(labels) if lab in self._defect_set]
@@ -139,7 +145,9 @@ class PartInspector:
                     if origin is not None:
                         self.line.prime(tid, origin)
                 self._see(tid, labels[part_rows[i]], part_boxes[i], scores[i], frame, timestamp, image_bgr)
-        self._add_defects([labels[i] for i in defect_rows], [all_scores[i] for i in defect_rows], owners)
+        whole = [not self.options.whole_defects or image_bgr is None or _inside(boxes[i], image_bgr.shape)
+                 for i in defect_rows]
+        self._add_defects([labels[i] for i in defect_rows], [all_scores[i] for i in defect_rows], owners, whole)
         confirmed = [i for i, tid in enumerate(ids) if tid >= 0]
         crossings = self.line.update([ids[i] for i in confirmed], [part_boxes[i] for i in confirmed])
         verdicts = []
@@ -194,9 +202,9 @@ class PartInspector:
                 part.judged = True
                 self.pieces += 1
                 if not host.judged:
-                    for label, (n, total, top) in part.defects.items():
-                        ev = host.defects.setdefault(label, [0, 0.0, 0.0])
-                        ev[0], ev[1], ev[2] = ev[0] + n, ev[1] + total, max(ev[2], top)
+                    for label, (n, total, top, edge) in part.defects.items():
+                        ev = host.defects.setdefault(label, [0, 0.0, 0.0, 0])
+                        ev[0], ev[1], ev[2], ev[3] = ev[0] + n, ev[1] + total, max(ev[2], top), ev[3] + edge
                 return True
         return False
 
@@ -229,19 +237,28 @@ class PartInspector:
             if self.options.crop and image_bgr is not None:
                 part.crop = _cut(image_bgr, box)
 
-    def _add_defects(self, labels: list[str], scores: list[float], owners: list[int]) -> None:
+    def _add_defects(self, labels: list[str], scores: list[float], owners: list[int], whole: list[bool]) -> None:
+        """Add this frame's sightings: per part and defect label its best score among the boxes wholly in
+        the frame; a label seen on a part only in boxes cut by the frame's edge adds a frame at the edge."""
         best: dict[tuple[int, str], float] = {}  # (part, defect label) -> best score this frame
-        for tid, label, score in zip(owners, labels, scores):
+        edge: set[tuple[int, str]] = set()
+        for tid, label, score, inside in zip(owners, labels, scores, whole):
             if tid >= 0 and tid in self._parts and score >= self.options.defect_threshold:
-                best[(tid, label)] = max(best.get((tid, label), 0.0), score)
+                if inside:
+                    best[(tid, label)] = max(best.get((tid, label), 0.0), score)
+                else:
+                    edge.add((tid, label))
         for (tid, label), score in best.items():
             part = self._parts[tid]
             if part.judged:
                 continue
-            ev = part.defects.setdefault(label, [0, 0.0, 0.0])
+            ev = part.defects.setdefault(label, [0, 0.0, 0.0, 0])
             ev[0] += 1
             ev[1] += score
             ev[2] = max(ev[2], score)
+        for tid, label in edge.difference(best):
+            if not self._parts[tid].judged:
+                self._parts[tid].defects.setdefault(label, [0, 0.0, 0.0, 0])[3] += 1
 
     def _counted(self, frames: float, score_sum: float) -> bool:
         if self.options.evidence is Evidence.FRAMES:
@@ -251,8 +268,8 @@ class PartInspector:
     def _judge(self, tid: int, part: _Part, frame: int) -> PartVerdict:
         part.judged = True
         crossed_frame, crossed_at, captured_at = part.crossed
-        evidence = sorted((DefectEvidence(label, int(f), s, m, self._counted(f, s))
-                           for label, (f, s, m) in part.defects.items()),
+        evidence = sorted((DefectEvidence(label, int(f), s, m, self._counted(f, s), int(e))
+                           for label, (f, s, m, e) in part.defects.items()),
                           key=lambda e: (-e.counted, -e.frames, -e.score_sum, e.label))
         reasons = tuple(e.label for e in evidence if e.counted)
         crop = _jpeg(part.crop, self.options.crop_quality) if part.crop is not None else None

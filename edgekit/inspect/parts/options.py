@@ -42,6 +42,8 @@ class PartsOptions:
     min_score_sum: float = ranged(1.0, POS_NUM)
     part_threshold: float = ranged(0.5, FRACTION)  # parts above it start and feed tracks (ByteTrack's high threshold)
     defect_threshold: float = ranged(0.5, FRACTION)  # a defect sighting needs this score
+    whole_defects: bool = True  # and its box wholly in the frame: one cut by the frame's edge is partly seen, its
+    # class a guess (off: cut boxes count too, for parts that ride along the frame's edge and are never seen whole)
     drop_merged: bool = True  # drop a part box holding two part boxes, or one scoring higher (parts seen as one)
     count_score: float = ranged(0.0, FRACTION)  # a part gets its verdict once a box of it scored this (0: every track)
     count_wait: int = ranged(15, NONNEG_INT)  # frames a track that crossed scoring less waits for such a box
@@ -108,10 +110,11 @@ class DefectEvidence:
     score_sum: float  # its best score per frame, added up
     max_score: float
     counted: bool  # enough evidence: a reason for FAIL
+    at_edge: int = 0  # further frames it was seen only in boxes cut by the frame's edge (whole_defects: not counted)
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "frames": self.frames, "score_sum": round(self.score_sum, 3),
-                "max_score": round(self.max_score, 3), "counted": self.counted}
+                "max_score": round(self.max_score, 3), "counted": self.counted, "at_edge": self.at_edge}
 
 
 @dataclass(frozen=True)

@@ -258,5 +258,6 @@ def parts_section(verdicts: Sequence[PartVerdict], expected: Sequence[TruePart],
     score = score_parts(verdicts, expected)
     passed = sum(v.passed for v in verdicts)
     return ["## Parts: one verdict per part where it crossed the line", "",
-            f"Tracked parts judged at x = {line_x:g} (a defect counts once seen in enough frames): "
+            f"Tracked parts judged at x = {line_x:g} (a defect counts once seen in enough frames wholly inside the "
+            "frame, not cut by its edge): "
             f"PASS {passed}, FAIL {len(verdicts) - passed} parts.", "", score.markdown(), ""]

@@ -242,3 +242,47 @@ def test_count_options_are_checked():
         PartsOptions(parts=("part",), count_score=1.5)
     with pytest.raises(ConfigError, match="piece_overlap: expected a number in 0..1, got -0.1"):
         PartsOptions(parts=("part",), piece_overlap=-0.1)
+
+
+DEMO = PartsOptions(parts=("part",), defects=("scratch", "dent", "missing_hole"), min_frames=2, defect_threshold=0.4)
+
+
+def _entering(options=DEMO, hole_whole=False, frames=45):
+    """The demo belt's frames 236-281 (measured on its int8 model): a good part ahead, close to a scratched
+    part entering from the left edge (320x320 frame, line at x = 160, 5.33 px a frame). While the scratch is
+    cut by the frame's edge the detector calls it a missing hole for two frames (0.83, 0.89), then a scratch;
+    ``hole_whole``: those two boxes lie wholly in the frame instead (a real missing hole seen twice)."""
+    inspector = PartInspector(options, CountingLine((160, 0), (160, 320), direction="left_to_right"))
+    image = np.zeros((320, 320, 3), np.uint8)
+    verdicts = []
+    for t in range(frames):
+        lead = 40 + 5.33 * t  # the entering part's leading edge
+        boxes = [[lead + 10, 138, lead + 130, 285], [max(0.0, lead - 105), 100, lead, 220]]
+        rows = [(0, "part", 0.99), (0, "part", 0.99 if t else 0.84)]
+        if t in (2, 3):
+            boxes.append([20.0, 100, 45, 126] if hole_whole else [0.0, 142, lead - 30, 170])
+            rows.append((3, "missing_hole", (0.83, 0.89)[t - 2]))
+        elif t >= 5:
+            boxes.append([lead - 60, 142, lead - 30, 170])
+            rows.append((1, "scratch", 0.97))
+        keep = [i for i, b in enumerate(boxes) if b[0] < 320]
+        boxes = [[b[0], b[1], min(b[2], 320.0), b[3]] for b in (boxes[i] for i in keep)]
+        dets = Detections(boxes, [rows[i][2] for i in keep], [rows[i][0] for i in keep],
+                          tuple(rows[i][1] for i in keep))
+        verdicts += inspector.update(dets, frame=t, timestamp=t / 15, captured_at=t / 15, image_bgr=image).verdicts
+    return verdicts
+
+
+def test_a_defect_cut_by_the_frames_edge_is_no_sighting():
+    good, scratched = _entering()
+    assert (good.outcome, good.reasons) == (Verdict.PASS, ())
+    assert (scratched.outcome, scratched.reasons) == (Verdict.FAIL, ("scratch",))
+    hole = next(e for e in scratched.defects if e.label == "missing_hole")
+    assert (hole.frames, hole.at_edge, hole.counted) == (0, 2, False)  # kept apart, not lost
+    assert scratched.to_dict()["defects"][1] == {"label": "missing_hole", "frames": 0, "score_sum": 0.0,
+                                                 "max_score": 0.0, "counted": False, "at_edge": 2}
+    # a missing hole seen whole in the same two frames is a reason; so is the cut one with whole_defects off
+    assert _entering(hole_whole=True)[1].reasons == ("scratch", "missing_hole")
+    loose = PartsOptions(parts=DEMO.parts, defects=DEMO.defects, min_frames=2, defect_threshold=0.4,
+                         whole_defects=False)
+    assert _entering(loose)[1].reasons == ("scratch", "missing_hole")

@@ -59,6 +59,9 @@ def test_config_reads_parts_line_and_plc(tmp_path: Path) -> None:
     assert (ticks.parts.plc.encoder_pin, ticks.parts.plc.delay_ticks, ticks.parts.plc.encoder_edge) == (27, 480, "both")
     counting = _config(tmp_path, parts=PARTS.replace("[line]", "count_score = 0.4\npiece_overlap = 0.7\n[line]"))
     assert (counting.parts.options.count_score, counting.parts.options.piece_overlap) == (0.4, 0.7)
+    assert cfg.parts.options.whole_defects  # on by default: a defect box cut by the frame's edge is no sighting
+    loose = _config(tmp_path, parts=PARTS.replace("[line]", "whole_defects = false\n[line]"))
+    assert not loose.parts.options.whole_defects
     assert _config(tmp_path, parts="").parts is None
 
 
