@@ -44,8 +44,8 @@ from edgekit.runtimes.loader import load_model
 from edgekit.sinks import Sink
 from edgekit.sinks.jsonl import JsonlSink
 from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
-from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
-from edgekit.sources import VideoSource
+from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions, throughput_threads
+from edgekit.sources import SourceSpec, VideoSource
 
 __all__ = ["register", "run"]
 
@@ -103,13 +103,17 @@ def _serve(text: str) -> tuple[str, int]:
             from None
 
 
-def _make_task(args: argparse.Namespace) -> Detector | Classifier:
+def _make_task(args: argparse.Namespace, spec: SourceSpec) -> Detector | Classifier:
     """The classifier or detector for ``args.model``: the file is loaded once, and its reading
     (:meth:`~edgekit.runtimes.model.Model.reading`) says which; the task takes the loaded model."""
     common = dict(model=args.model, labels=args.labels, resize=args.resize, delegate=args.delegate,
                   num_threads=args.threads, warmup=args.warmup, isolate=getattr(args, "isolate", None))
     with native_stderr_filtered():
-        model = load_model(args.model, args.delegate, args.threads, isolate=common["isolate"])
+        # A file read in full runs on THROUGHPUT's single-threaded workers: the task's interpreter,
+        # loaded as one of them, is not kept beside them (see Detector._throughput_workers).
+        threads = args.threads if args.threads is not None or str(args.delegate).startswith("edgetpu") \
+            else throughput_threads(spec, args.performance, None)
+        model = load_model(args.model, args.delegate, threads, isolate=common["isolate"])
         try:
             classifier = model.reading().format is OutputFormat.CLASSES
         except ModelError:  # the detector says why
@@ -165,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"edgekit detect: {dash.announce()}", file=sys.stderr, flush=True)
         with contextlib.nullcontext() if debug else native_noise_dropped_on_failure():
             source.open()  # a camera that is not there fails before the model loads
-        with logging_to_stderr("detect", args.quiet), _make_task(args) as task:
+        with logging_to_stderr("detect", args.quiet), _make_task(args, spec) as task:
             _notes(task, args.quiet)
             if writer is not None:
                 writer.fps = source.fps or 30.0
