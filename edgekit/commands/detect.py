@@ -150,7 +150,10 @@ def _line(result: FrameResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from edgekit.loop.malloc import release_frames_when_freed
+
     debug = quiet_native_logs()
+    release_frames_when_freed()  # this process's peak memory: frames are not kept in per-thread heaps
     spec = source_spec(args)
     resolve_warmup(args, spec)
     writer = VideoWriterSink(args.save) if args.save else None  # checks the path before the slow part

@@ -4,6 +4,7 @@ loop stops, fails and cleans up as it should."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -395,3 +396,12 @@ def test_breaking_out_of_a_throughput_stream_stops_its_workers() -> None:
     time.sleep(0.05)
     assert not any(t.name.startswith("edgekit-inference") and t.is_alive() for t in threading.enumerate())
     assert s.summary.processed == 6 and source.finished
+
+
+def test_the_command_line_fixes_mallocs_mmap_threshold_where_malloc_is_glibcs() -> None:
+    import platform
+
+    from edgekit.loop.malloc import release_frames_when_freed
+
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert release_frames_when_freed() is glibc
