@@ -111,8 +111,8 @@ def _make_task(args: argparse.Namespace, spec: SourceSpec) -> Detector | Classif
     with native_stderr_filtered():
         # A file read in full runs on THROUGHPUT's single-threaded workers: the task's interpreter,
         # loaded as one of them, is not kept beside them (see Detector._throughput_workers).
-        threads = args.threads if args.threads is not None or str(args.delegate).startswith("edgetpu") \
-            else throughput_threads(spec, args.performance, None)
+        threads = args.threads if str(args.delegate).startswith("edgetpu") \
+            else throughput_threads(spec, args.performance, args.threads) or args.threads
         model = load_model(args.model, args.delegate, threads, isolate=common["isolate"])
         try:
             classifier = model.reading().format is OutputFormat.CLASSES
