@@ -23,6 +23,9 @@ os.wait4 of each child.
 Targets (issue 29): c/a >= 0.97, c/a2 >= 0.95, CPU per frame <= 1.1x bare; latency p50 at a
 camera rate the model keeps up with <= the naive loop's and <= 1.3x bare inference, 1.2x where
 the model is slower than the camera; peak memory <= 1.3x the bare loop's.
+The second model, slower than a 30 fps camera: a YOLOv8n int8 at 640x640, written by
+benchmarks/yolov8n_model.py (Ultralytics in its own environment; not committed, AGPL-3.0), run as
+`-m yolov8n_640_int8.tflite --frames 60 --repeat 5 --latency-repeat 9` (about 5 minutes).
 Rounds run every case once in an order that rotates (benchmarks/_common.rotated), so drift in
 clock speed or other load hits every case alike; medians are printed with the range of rounds,
 and the load average (other programs running distort every figure).

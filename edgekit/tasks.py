@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # the loop and the sources load when a task streams (classify
     from edgekit.sources import Reconnect, SourceSpec, VideoSource
 
 __all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",
-           "make_engine"]
+           "make_engine", "throughput_threads"]
 
 SourceLike = Union["VideoSource", "SourceSpec", str, int, "os.PathLike[str]"]
 
@@ -54,6 +54,23 @@ def _performance(value: Performance | str) -> Performance:
     except ValueError:
         raise InputError(f"performance must be one of {', '.join(p.value for p in Performance)}, "
                          f"got {value!r}") from None
+
+
+def throughput_threads(spec: SourceSpec, perf: Performance | str, num_threads: int | None) -> int | None:
+    """Each interpreter's thread count when a stream of ``spec`` runs THROUGHPUT, None when it runs
+    one interpreter for LATENCY (see :class:`~edgekit.loop.Performance`; ``num_threads``: the
+    task's option). The one place that decides; the Edge TPU always runs LATENCY."""
+    from edgekit.loop import Performance
+    from edgekit.sources import SourceKind
+
+    perf = _performance(perf)
+    if spec.live or perf is Performance.LATENCY:
+        return None
+    if perf is Performance.AUTO and (
+            (os.cpu_count() or 1) < 2 or num_threads is not None
+            or (spec.kind is SourceKind.IMAGES and len(spec.images) < THROUGHPUT_MIN_IMAGES)):
+        return None
+    return max(1, (num_threads or default_threads()) // THROUGHPUT_WORKERS)
 
 
 @dataclass(frozen=True)
@@ -350,22 +367,20 @@ class _Task:
         return s.summary
 
     def _throughput_workers(self, spec: SourceSpec, perf: Performance) -> list[ModelEngine]:
-        """The engines a file or folder runs on for THROUGHPUT (see Performance); [] for LATENCY."""
-        from edgekit.loop import Performance
-        from edgekit.sources import SourceKind
+        """The engines a file or folder runs on for THROUGHPUT (see Performance); [] for LATENCY.
 
-        if spec.live or perf is Performance.LATENCY or self.model.delegate is Delegate.EDGETPU:
+        The task's own engine is one of them when its interpreter has a worker's thread count
+        (`edgekit detect` loads it so for a file: see :func:`throughput_threads`), so the model is
+        in memory only as often as there are workers."""
+        threads = throughput_threads(spec, perf, self.options.num_threads)
+        if threads is None or self.model.delegate is Delegate.EDGETPU:
             return []  # one Edge TPU is one device: a second interpreter would only queue on it
-        if perf is Performance.AUTO and (
-                (os.cpu_count() or 1) < 2 or self.options.num_threads is not None
-                or (spec.kind is SourceKind.IMAGES and len(spec.images) < THROUGHPUT_MIN_IMAGES)):
-            return []
         with self._workers_lock:
             if self._workers is None:
-                threads = max(1, (self.options.num_threads or default_threads()) // THROUGHPUT_WORKERS)
+                own = [self._engine] if self.model.num_threads == threads else []
                 engines: list[ModelEngine] = []
                 try:
-                    for _ in range(THROUGHPUT_WORKERS):
+                    for _ in range(THROUGHPUT_WORKERS - len(own)):
                         # The file was checked (and tried in a child process, if asked) when the task loaded it.
                         model = load_model(self.model.path, self.model.delegate, threads, isolate=False)
                         engines.append(self._build_engine(model))
@@ -374,7 +389,7 @@ class _Task:
                     for e in engines:
                         e.model.close()
                     raise
-                self._workers = engines
+                self._workers = own + engines
             return self._workers
 
     def close(self) -> None:
@@ -383,7 +398,8 @@ class _Task:
             s.close()
         self._streams.clear()
         for e in self._workers or []:
-            e.model.close()
+            if e is not self._engine:
+                e.model.close()
         self._workers = None
         self.model.close()
 

@@ -42,11 +42,12 @@ from edgekit.loop import Performance, Stream
 from edgekit.outputs import output_file_arg
 from edgekit.results import FrameResult
 from edgekit.runtimes.loader import load_model
-from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
+from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions, throughput_threads
 from edgekit.sources import VideoSource
 
 if TYPE_CHECKING:  # the sinks load with the flag that asks for them (--save, --show, --json): start-up time
     from edgekit.sinks import Sink
+    from edgekit.sources import SourceSpec
     from edgekit.sinks.video_writer import VideoWriterSink, WindowSink
 
 __all__ = ["register", "run"]
@@ -106,13 +107,17 @@ def _serve(text: str) -> tuple[str, int]:
             from None
 
 
-def _make_task(args: argparse.Namespace) -> Detector | Classifier:
+def _make_task(args: argparse.Namespace, spec: SourceSpec) -> Detector | Classifier:
     """The classifier or detector for ``args.model``: the file is loaded once, and its reading
     (:meth:`~edgekit.runtimes.model.Model.reading`) says which; the task takes the loaded model."""
     common = dict(model=args.model, labels=args.labels, resize=args.resize, delegate=args.delegate,
                   num_threads=args.threads, warmup=args.warmup, isolate=getattr(args, "isolate", None))
     with native_stderr_filtered():
-        model = load_model(args.model, args.delegate, args.threads, isolate=common["isolate"])
+        # A file read in full runs on THROUGHPUT's single-threaded workers: the task's interpreter,
+        # loaded as one of them, is not kept beside them (see Detector._throughput_workers).
+        threads = args.threads if str(args.delegate).startswith("edgetpu") \
+            else throughput_threads(spec, args.performance, args.threads) or args.threads
+        model = load_model(args.model, args.delegate, threads, isolate=common["isolate"])
         try:
             classifier = model.reading().format is OutputFormat.CLASSES
         except ModelError:  # the detector says why
@@ -149,7 +154,10 @@ def _line(result: FrameResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from edgekit.loop.malloc import release_frames_when_freed
+
     debug = quiet_native_logs()
+    release_frames_when_freed()  # this process's peak memory: frames are not kept in per-thread heaps
     spec = source_spec(args)
     resolve_warmup(args, spec)
     writer: VideoWriterSink | None = None
@@ -173,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"edgekit detect: {dash.announce()}", file=sys.stderr, flush=True)
         with contextlib.nullcontext() if debug else native_noise_dropped_on_failure():
             source.open()  # a camera that is not there fails before the model loads
-        with logging_to_stderr("detect", args.quiet), _make_task(args) as task:
+        with logging_to_stderr("detect", args.quiet), _make_task(args, spec) as task:
             _notes(task, args.quiet)
             if writer is not None:
                 writer.fps = source.fps or 30.0

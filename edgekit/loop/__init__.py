@@ -21,6 +21,7 @@ TFLite interpreter release the GIL while they work):
 from __future__ import annotations
 
 import enum
+import statistics
 import threading
 import time
 from dataclasses import dataclass
@@ -307,7 +308,7 @@ class Stream:
                 periods = [*periods[-7:], (frame.capture_ts - last.capture_ts) / (frame.index - last.index)]
             last, seq = frame, seq + 1
             yield item
-            period = float(np.median(periods)) if periods else None
+            period = statistics.median(periods) if periods else None  # np.median: 10x the time on 8 floats
             overruns = overruns + 1 if period is not None and time.perf_counter() - t0 > period else 0
         self._running_workers = 1
         self._spawn("edgekit-inference", self._infer_live, seq)

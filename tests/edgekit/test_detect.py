@@ -173,6 +173,8 @@ def test_cli_json_lines_on_a_video(ssd: Path, shared_models: Path, shared_images
     assert figures["frames"] == {"captured": 60, "processed": 60, "dropped": 0, "undecodable": 0}
     assert figures["stopped_by"] == "end of source" and figures["latency_ms"]["p50"] > 0
     assert "60 frames processed" in out.stderr
+    if (os.cpu_count() or 1) >= 2:  # THROUGHPUT: the task's own single-threaded interpreter is one of the two
+        assert figures["interpreters"] == 2 and figures["runtime"]["num_threads"] == 1
 
 
 @pytest.fixture(scope="module")

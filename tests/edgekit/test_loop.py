@@ -4,6 +4,7 @@ loop stops, fails and cleans up as it should."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -311,6 +312,38 @@ def test_auto_performance_picks_workers_only_for_files_on_several_cores(
     assert all(w.model.closed for w in workers)
 
 
+def test_a_task_loaded_at_a_workers_thread_count_is_one_of_its_workers(shared_models: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`edgekit detect` on a file loads the model single-threaded (throughput_threads): the task's own
+    interpreter is one of the two workers, so the file is in memory twice, not three times."""
+    from edgekit.loop import Performance
+    from edgekit.runtimes import load_model
+    from edgekit.tasks import DetectorOptions, throughput_threads
+
+    model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    monkeypatch.setattr("edgekit.tasks.os.cpu_count", lambda: 2)
+    monkeypatch.setattr("edgekit.tasks.default_threads", lambda: 2)
+    assert throughput_threads(FILE, "auto", None) == 1
+    assert throughput_threads(CAMERA, "auto", None) is None and throughput_threads(FILE, "latency", None) is None
+    assert throughput_threads(FILE, "auto", 2) is None and throughput_threads(FILE, "throughput", 4) == 2
+    own = load_model(model, num_threads=throughput_threads(FILE, Performance.AUTO, None))
+    with Detector(DetectorOptions(model=model, warmup=0), own) as det:
+        workers = det._throughput_workers(FILE, Performance.AUTO)
+        assert len(workers) == 2 and workers[0] is det._engine and workers[1].model is not own
+        assert all(w.model.num_threads == 1 for w in workers)
+        assert det._throughput_workers(CAMERA, Performance.AUTO) == []  # live: the task's engine alone
+    assert own.closed and workers[1].model.closed
+
+
+def test_interpreters_of_one_file_share_its_bytes(shared_models: Path) -> None:
+    from edgekit.runtimes.validate import validate_model_file
+
+    model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
+    first, _ = validate_model_file(model)
+    again, _ = validate_model_file(model)
+    assert again is first  # the interpreter keeps the bytes it was given: one copy for every worker
+
+
 def test_an_unknown_performance_is_a_clear_error(shared_models: Path) -> None:
     model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
     with Detector.create_from_model_path(model, warmup=0) as det:
@@ -363,3 +396,12 @@ def test_breaking_out_of_a_throughput_stream_stops_its_workers() -> None:
     time.sleep(0.05)
     assert not any(t.name.startswith("edgekit-inference") and t.is_alive() for t in threading.enumerate())
     assert s.summary.processed == 6 and source.finished
+
+
+def test_the_command_line_fixes_mallocs_mmap_threshold_where_malloc_is_glibcs() -> None:
+    import platform
+
+    from edgekit.loop.malloc import release_frames_when_freed
+
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert release_frames_when_freed() is glibc
