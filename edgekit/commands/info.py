@@ -14,6 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from edgekit.commands._common import native_stderr_filtered, table
+from edgekit.contract.enums import Layout
 from edgekit.errors import BackendError
 from edgekit.runtimes.backends import resolve_backend
 from edgekit.runtimes.isolation import DEFAULT_ISOLATE_TIMEOUT
@@ -177,7 +178,7 @@ def _preprocessing_text(pre: dict[str, Any] | None) -> str:
 def _layout_text(image: dict[str, Any] | None) -> str:
     if not image:
         return "- (not one RGB image input)"
-    order = "channels first, as PyTorch exports" if image["layout"] == "NCHW" else "channels last"
+    order = "channels first, as PyTorch exports" if Layout(image["layout"]) is Layout.NCHW else "channels last"
     return f"{image['width']}x{image['height']} RGB, {image['layout']} ({order})"
 
 

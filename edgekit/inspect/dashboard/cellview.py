@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from edgekit.inspect.dashboard.config import DashboardConfig, resolve_token
 from edgekit.inspect.dashboard.render import overlay_of
-from edgekit.inspect.dashboard.server import Dashboard
+from edgekit.inspect.dashboard.server import Dashboard, DashboardMode
 from edgekit.inspect.plc import ReportKind
 from edgekit.inspect.stage import JudgedFrame, StageContext
 
@@ -103,7 +103,7 @@ def cell_dashboard(cell: StageContext, config: DashboardConfig,
     ``config.trigger`` is on."""
     cfg = cell.config
     line = cfg.parts.line if cfg.parts is not None else None
-    mode = "parts" if cfg.parts is not None else "frames"
+    mode = DashboardMode.PARTS if cfg.parts is not None else DashboardMode.FRAMES
     fired = iter(range(1, 1 << 62))
 
     def status() -> dict[str, Any]:
@@ -146,7 +146,7 @@ def detect_dashboard(host: str, port: int, *, model_path: str, max_fps: float = 
     token, source = resolve_token(host, environ, TOKEN_ENV if TOKEN_ENV in environ else None)
     config = DashboardConfig(port=port, host=host, token=token, token_source=source, max_fps=max_fps)
     name = Path(model_path).name
-    return Dashboard(config, status=lambda: {"model": {"version": None, "file": name}}, title=name, mode="detect")
+    return Dashboard(config, status=lambda: {"model": {"version": None, "file": name}}, title=name, mode=DashboardMode.DETECT)
 
 
 class DashboardSink:

@@ -25,6 +25,7 @@ import json
 import logging
 import re
 import threading
+from enum import Enum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any, Callable, Iterable
@@ -36,7 +37,7 @@ from edgekit.inspect.dashboard.render import FrameEncoder, Overlay
 from edgekit.inspect.dashboard.state import EventFeed, ViewState
 from edgekit.inspect.events import to_jsonable
 
-__all__ = ["Dashboard", "COOKIE"]
+__all__ = ["Dashboard", "DashboardMode", "COOKIE"]
 
 log = logging.getLogger("edgekit.dashboard")
 
@@ -54,6 +55,14 @@ _SECURITY_HEADERS = {
 def _session(token: str) -> str:
     """The cookie's value: derived from the token, so no response ever carries the token itself."""
     return hmac.new(token.encode(), b"edgekit-dashboard-session", hashlib.sha256).hexdigest()
+
+
+class DashboardMode(str, Enum):
+    """What the page shows: ``edgekit detect --serve``'s live view, or a cell judging parts or frames."""
+
+    DETECT = "detect"
+    PARTS = "parts"
+    FRAMES = "frames"
 
 
 class _Redactor:
@@ -86,7 +95,7 @@ class Dashboard:
 
     def __init__(self, config: DashboardConfig, *, overlay: Overlay = Overlay(),
                  status: Callable[[], dict[str, Any]] | None = None, trigger: Callable[[], str] | None = None,
-                 secrets: Iterable[str | None] = (), title: str = "", mode: str = "detect") -> None:
+                 secrets: Iterable[str | None] = (), title: str = "", mode: DashboardMode = DashboardMode.DETECT) -> None:
         self.config = config
         self.state = ViewState(recent=config.recent, shifts=config.shifts)
         self.closing = threading.Event()
@@ -123,7 +132,7 @@ class Dashboard:
             return f"dashboard on {self.url}"
         line = f"dashboard on {self.url} (token required)"
         if self.config.token_source == TokenSource.GENERATED:
-            keep = ("set EDGEKIT_DASHBOARD_TOKEN to keep one" if self.mode == "detect"
+            keep = ("set EDGEKIT_DASHBOARD_TOKEN to keep one" if self.mode is DashboardMode.DETECT
                     else "set [dashboard] token_env in the config to keep one")
             line += f"; open {self.url}/?token={self.config.token} once per browser (a new token each start: {keep})"
         return line
@@ -139,7 +148,7 @@ class Dashboard:
         try:
             server = ThreadingHTTPServer((self.config.host, self.config.port), _handler(self))
         except OSError as exc:
-            where = "--serve [HOST:]PORT" if self.mode == "detect" else "[dashboard] port in the config"
+            where = "--serve [HOST:]PORT" if self.mode is DashboardMode.DETECT else "[dashboard] port in the config"
             raise ConfigError(f"the dashboard cannot listen on {self.config.host}:{self.config.port}: "
                               f"{exc.strerror or exc} (another program on that port? choose another with {where})") from None
         server.daemon_threads = True
@@ -177,7 +186,7 @@ class Dashboard:
             except Exception as exc:  # noqa: BLE001 - the page shows what it can
                 extra = {"status_error": f"{type(exc).__name__}: {exc}"}
         state = self.state
-        return {"title": self.title, "mode": self.mode, "loop": state.figures(), "viewers": state.viewer_count(),
+        return {"title": self.title, "mode": self.mode.value, "loop": state.figures(), "viewers": state.viewer_count(),
                 "encoded": self.encoder.encoded, "max_fps": self.config.max_fps, "trigger": self._trigger is not None,
                 **state.counter_docs(),
                 "last_part": state.last_part, "last_event": state.last_event_seq, "started": state.started, **extra}
