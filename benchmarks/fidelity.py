@@ -154,7 +154,8 @@ def main() -> None:
     ap.add_argument("--imgsz", type=int, default=640)
     ap.add_argument("--workdir", type=Path, required=True, help="every file is written (and reused) here")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--no-fallback", action="store_true", help="skip the --auto-fallback conversions")
+    ap.add_argument("--fallback-from", choices=("both", "onnx", "tflite", "none"), default="both",
+                    help="which inputs also get the --auto-fallback conversion (default: both)")
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--latency-only", action="store_true", help="only time the files a previous run wrote")
     args = ap.parse_args()
@@ -172,7 +173,7 @@ def main() -> None:
         rows.append((f"{name} ({ul['version']})", {"output": ul[key]} if key in ul else {"error": ul[key + "_error"]}))
     sources = [("ONNX", Path(ul["onnx"])) if "onnx" in ul else None, ("float .tflite", Path(ul["float"]))]
     for label, src in filter(None, sources):
-        for fallback in (False, True)[:1 if args.no_fallback else 2]:
+        for fallback in (False, True)[:2 if args.fallback_from in ("both", src.suffix[1:]) else 1]:
             out = work / f"edgekit_{src.suffix[1:]}{'_fallback' if fallback else ''}.tflite"
             name = f"edgekit from {label}" + (" --auto-fallback" if fallback else "")
             rows.append((name, {"output": str(out)} if args.latency_only and out.is_file() else
