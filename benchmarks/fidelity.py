@@ -88,13 +88,13 @@ def edgekit_convert(source: Path, out: Path, data: Path, cal: Path, fallback: bo
     from edgekit.converters import ConvertOptions, Mode, convert
 
     cache = out.with_suffix(".json")
-    if cache.is_file() and out.is_file():
+    if cache.is_file() and Path(json.loads(cache.read_text()).get("output", out)).is_file():
         return dict(json.loads(cache.read_text()))
     targets: dict[str, Any] = {**TARGETS, "auto_fallback": True} if fallback else {}
     try:
         res = convert(source, out, calibration=cal, validation=data,
                       options=ConvertOptions(mode=Mode.INT8, progress=False, **targets))
-        info = {"output": str(out), "gate": str(res.gate.status), "kept_float": list(res.layers_kept_in_float)}
+        info = {"output": str(res.output), "gate": str(res.gate.status), "kept_float": list(res.layers_kept_in_float)}
     except Exception as exc:  # noqa: BLE001 - a failed conversion is a row of the table, not the end of it
         info = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
     cache.write_text(json.dumps(info))
