@@ -328,6 +328,7 @@ def run_onnx2tf(model: Any, samples: np.ndarray, workdir: Path, verbose: bool = 
             "copy_onnx_input_output_names_to_tflite": True}
     # onnx2tf runs the `onnxsim` command: the one beside this interpreter, even from an unactivated venv
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    path = os.pathsep.join([*_onnxsim_shim(path, workdir), path])
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1", "PYTHONNOUSERSITE": "1",
            "PATH": path}
     proc = subprocess.run([sys.executable, "-c", _ONNX2TF, json.dumps(args)], cwd=workdir, env=env,
@@ -339,6 +340,21 @@ def run_onnx2tf(model: Any, samples: np.ndarray, workdir: Path, verbose: bool = 
         raise ConversionError(f"onnx2tf could not convert the ONNX model: {detail}. Run with --verbose to see "
                               "its log")
     return out
+
+
+def _onnxsim_shim(path: str, workdir: Path) -> list[str]:
+    """A folder with an ``onnxsim`` command running this interpreter's onnxsim package, when the package is
+    importable but its command is on no PATH (a venv that sees its packages through a .pth file): without
+    it onnx2tf skips simplification, leaves the YOLO decode's shapes unknown and fails at its last Mul."""
+    import shutil
+
+    if os.name != "posix" or shutil.which("onnxsim", path=path) or importlib.util.find_spec("onnxsim") is None:
+        return []
+    shim = workdir / "bin" / "onnxsim"
+    shim.parent.mkdir(parents=True, exist_ok=True)
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m onnxsim "$@"\n')
+    shim.chmod(0o755)
+    return [str(shim.parent)]
 
 
 def _plain(line: str) -> str:

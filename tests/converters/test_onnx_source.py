@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -232,3 +233,19 @@ def test_edgekit_labels_json_box_formats(tmp_path, doc_extra, boxes) -> None:
     assert found is not None and found.names == ("x", "y")
     np.testing.assert_allclose(found.boxes[0], [[10, 5, 30, 15]], atol=1e-4)
     assert found.classes[0].tolist() == [1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnxsim") is None or os.name != "posix", reason="needs onnxsim, POSIX")
+def test_onnxsim_command_is_provided_when_only_its_package_is_importable(tmp_path) -> None:
+    """onnx2tf runs the `onnxsim` command; a venv seeing its packages through a .pth file has the package but not
+    the command, and onnx2tf then fails on Ultralytics' box decode (shapes left unknown)."""
+    import subprocess
+
+    from edgekit.converters.sources.onnx import _onnxsim_shim
+
+    folders = _onnxsim_shim(str(tmp_path / "empty"), tmp_path)
+    assert folders == [str(tmp_path / "bin")]
+    done = subprocess.run([str(tmp_path / "bin" / "onnxsim"), "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "input_model" in done.stdout
+    assert _onnxsim_shim(folders[0], tmp_path / "again") == []  # found on the PATH: nothing written
+    assert not (tmp_path / "again").exists()
