@@ -5,6 +5,7 @@ the modes' settings, a layer's quantization error, and the engine protocol."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
@@ -13,10 +14,19 @@ from edgekit.converters.options import Mode
 from edgekit.converters.sources.base import SourceModel
 from edgekit.runtimes.tflite_file import parse_tflite
 
-__all__ = ["ModeSettings", "MODE_SETTINGS", "Representative", "LayerError", "LayerDiagnosis", "QuantizerEngine",
+__all__ = ["Kernels", "ModeSettings", "MODE_SETTINGS", "Representative", "LayerError", "LayerDiagnosis", "QuantizerEngine",
            "io_dtypes"]
 
 Representative = Callable[[], Iterator[list[np.ndarray]]]
+
+
+class Kernels(Enum):
+    """Which kernels a mode's model may use."""
+
+    BUILTINS = "builtins"  # float kernels (float16 weights, dynamic range too)
+    INT8 = "int8"  # integer-only kernels
+    INT16X8 = "int16x8"  # int16 activations, int8 weights
+    WEIGHT_ONLY = "weight-only"  # int8 weights dequantized at load (ai-edge-quantizer's; TFLiteConverter has none)
 
 
 @dataclass(frozen=True)
@@ -25,20 +35,20 @@ class ModeSettings:
 
     optimize: bool  # quantize at all
     float16_weights: bool
-    ops: str  # "builtins" | "int8" (integer-only kernels) | "int16x8"
+    ops: Kernels
     io: str | None  # integer input/output type, None for float
 
 
 MODE_SETTINGS: dict[Mode, ModeSettings] = {
-    Mode.FLOAT32: ModeSettings(False, False, "builtins", None),
-    Mode.FLOAT16: ModeSettings(True, True, "builtins", None),
-    Mode.DYNAMIC: ModeSettings(True, False, "builtins", None),
-    Mode.WEIGHT_ONLY: ModeSettings(True, False, "weight-only", None),  # ai-edge-quantizer's; TFLiteConverter has none
-    Mode.INT8: ModeSettings(True, False, "int8", "int8"),
-    Mode.UINT8: ModeSettings(True, False, "int8", "uint8"),
-    Mode.INT8_FLOAT_IO: ModeSettings(True, False, "int8", None),
-    Mode.INT16X8: ModeSettings(True, False, "int16x8", None),
-    Mode.EDGETPU: ModeSettings(True, False, "int8", "uint8"),
+    Mode.FLOAT32: ModeSettings(False, False, Kernels.BUILTINS, None),
+    Mode.FLOAT16: ModeSettings(True, True, Kernels.BUILTINS, None),
+    Mode.DYNAMIC: ModeSettings(True, False, Kernels.BUILTINS, None),
+    Mode.WEIGHT_ONLY: ModeSettings(True, False, Kernels.WEIGHT_ONLY, None),  # ai-edge-quantizer's; TFLiteConverter has none
+    Mode.INT8: ModeSettings(True, False, Kernels.INT8, "int8"),
+    Mode.UINT8: ModeSettings(True, False, Kernels.INT8, "uint8"),
+    Mode.INT8_FLOAT_IO: ModeSettings(True, False, Kernels.INT8, None),
+    Mode.INT16X8: ModeSettings(True, False, Kernels.INT16X8, None),
+    Mode.EDGETPU: ModeSettings(True, False, Kernels.INT8, "uint8"),
 }
 
 

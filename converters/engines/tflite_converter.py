@@ -14,6 +14,7 @@ from edgekit.converters._native import import_tensorflow, native_tail
 from edgekit.converters.options import Mode
 from edgekit.converters.engines.base import (
     MODE_SETTINGS,
+    Kernels,
     LayerDiagnosis,
     LayerError,
     ModeSettings,
@@ -65,9 +66,9 @@ class TFLiteConverterEngine:
                 raise ConversionError(f"mode {mode.value!r} needs calibration data: pass --calibration "
                                       "(an image folder, .npy or .npz)")
             conv.representative_dataset = representative
-        if s.ops == "int8":
+        if s.ops is Kernels.INT8:
             conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        elif s.ops == "int16x8":
+        elif s.ops is Kernels.INT16X8:
             conv.target_spec.supported_ops = [
                 tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
         if s.io is not None:
@@ -80,7 +81,7 @@ class TFLiteConverterEngine:
         Raises:
             ConversionError: the converter failed (unsupported op, bad calibration data, ...).
         """
-        if MODE_SETTINGS[mode].ops == "weight-only":  # TFLiteConverter has none: the engine given for it
+        if MODE_SETTINGS[mode].ops is Kernels.WEIGHT_ONLY:  # TFLiteConverter has none: the engine given for it
             if self.weight_only is None:
                 raise ConversionError(f"TFLiteConverter has no {mode.value!r} mode; convert with "
                                       "edgekit.converters.engines.aiq.AiEdgeQuantizerEngine (default_engine picks it)")
