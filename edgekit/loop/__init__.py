@@ -153,7 +153,7 @@ class Stream:
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
         self._stopped_by: str | None = None
-        self._started = self._closed = self._inline = False
+        self._started = self._closed = False
         self._t0 = self._t_last = 0.0
         self._processed = 0
         self._latency = SampleWindow()
@@ -181,10 +181,7 @@ class Stream:
         # Workers taking turns on a file read it themselves (ReadMode.AUTO -> PULL): while one reads
         # and resizes, the other infers, so a capture thread would only add a hand-over per frame.
         self._source.start(consumers=len(self._workers))
-        # A live source is inferred in the caller's thread until an inference thread pays (see
-        # _live_items); so is a file of one frame (one photo: threads would only hand it over).
-        self._inline = self._live or (self._source.frames == 1 and len(self._workers) == 1)
-        if self._inline:
+        if self._live:  # inferred in the caller's thread until an inference thread pays (see _live_items)
             pass
         elif len(self._workers) > 1:
             # Each worker takes the next frame and resizes it into its own input tensor: while one
@@ -288,7 +285,7 @@ class Stream:
         return _Inferred(seq, frame, transform, outputs, (t1 - t0) * 1e3, ms, engine)
 
     def _live_items(self, timeout: Callable[[], float | None]) -> Iterator[_Inferred | None]:
-        """A live source's frames (or a one-frame file's), inferred in this (the caller's) thread while the model and the
+        """A live source's frames, inferred in this (the caller's) thread while the model and the
         caller's work on a result fit in a frame period: no thread to wake per frame. Once they
         overrun it ``LIVE_OVERRUNS`` frames in a row, an inference thread takes over for good, so
         the model works on the next frame while the caller handles this one."""
@@ -359,7 +356,7 @@ class Stream:
         def timeout() -> float | None:
             return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
-        for item in (self._live_items if self._inline else self._in_order)(timeout):
+        for item in (self._live_items if self._live else self._in_order)(timeout):
             if item is None:
                 if deadline is not None and time.perf_counter() >= deadline:
                     self._stopped_by = self._stopped_by or "duration"

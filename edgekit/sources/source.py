@@ -26,8 +26,7 @@ class ReadMode(str, enum.Enum):
     * ``PULL``: a file or folder is read in the thread that calls :meth:`VideoSource.get`, one
       caller at a time (workers that take turns on it; no capture thread). Not for live sources.
     * ``AUTO``: ``PULL`` when :meth:`VideoSource.start` is told that several threads will take
-      frames from a file or folder (the loop's throughput workers), or the file holds one frame
-      (one photo: a capture thread would only add a hand-over), ``THREAD`` otherwise.
+      frames from a file or folder (the loop's throughput workers), ``THREAD`` otherwise.
     """
 
     AUTO = "auto"
@@ -82,7 +81,7 @@ class VideoSource:
     def _reading_for(self, reader: Reader, consumers: int) -> SourceReading:
         mode = self.mode
         if mode is ReadMode.AUTO:
-            mode = ReadMode.PULL if not self.spec.live and (consumers > 1 or reader.frames == 1) else ReadMode.THREAD
+            mode = ReadMode.PULL if consumers > 1 and not self.spec.live else ReadMode.THREAD
         if mode is ReadMode.PULL:
             return PulledReading(self.spec, reader)
         if self.spec.live and is_lazy(reader):
