@@ -29,7 +29,7 @@ from edgekit.errors import InputError, ModelError
 from edgekit.labels import align_labels, detector_labels_note, load_labels
 from edgekit.results import Classes, Detections
 from edgekit.runtimes.delegates import Delegate, DelegateSpec
-from edgekit.runtimes.loader import default_threads, load_model
+from edgekit.runtimes.loader import load_model
 from edgekit.runtimes.model import Model
 
 if TYPE_CHECKING:  # the loop and the sources load when a task streams (classify never does: start-up)
@@ -38,40 +38,9 @@ if TYPE_CHECKING:  # the loop and the sources load when a task streams (classify
     from edgekit.sources import Reconnect, SourceSpec, VideoSource
 
 __all__ = ["TaskOptions", "DetectorOptions", "ClassifierOptions", "Detector", "Classifier", "ModelEngine",
-           "make_engine", "throughput_threads"]
+           "make_engine"]
 
 SourceLike = Union["VideoSource", "SourceSpec", str, int, "os.PathLike[str]"]
-
-THROUGHPUT_WORKERS = 2  # interpreters side by side for Performance.THROUGHPUT
-THROUGHPUT_MIN_IMAGES = 8  # fewer images than this are not worth loading the model twice more
-
-
-def _performance(value: Performance | str) -> Performance:
-    from edgekit.loop import Performance
-
-    try:
-        return value if isinstance(value, Performance) else Performance(str(value).lower())
-    except ValueError:
-        raise InputError(f"performance must be one of {', '.join(p.value for p in Performance)}, "
-                         f"got {value!r}") from None
-
-
-def throughput_threads(spec: SourceSpec, perf: Performance | str, num_threads: int | None) -> int | None:
-    """Each interpreter's thread count when a stream of ``spec`` runs THROUGHPUT, None when it runs
-    one interpreter for LATENCY (see :class:`~edgekit.loop.Performance`; ``num_threads``: the
-    task's option). The one place that decides; the Edge TPU always runs LATENCY."""
-    from edgekit.loop import Performance
-    from edgekit.sources import SourceKind
-
-    perf = _performance(perf)
-    if spec.live or perf is Performance.LATENCY:
-        return None
-    if perf is Performance.AUTO and (
-            (os.cpu_count() or 1) < 2 or num_threads is not None
-            or (spec.kind is SourceKind.IMAGES and len(spec.images) < THROUGHPUT_MIN_IMAGES)):
-        return None
-    return max(1, (num_threads or default_threads()) // THROUGHPUT_WORKERS)
-
 
 @dataclass(frozen=True)
 class TaskOptions:
@@ -347,10 +316,10 @@ class _Task:
             InputError: ``performance`` is not one of auto, latency, throughput; ``track`` on a task
                 that gives no boxes.
         """
-        from edgekit.loop import LoopOptions, Stream
+        from edgekit.loop import LoopOptions, Stream, performance_of
         from edgekit.sources import Reconnect, SourceSpec, VideoSource, parse_source
 
-        perf = _performance(performance)
+        perf = performance_of(performance)
         then = self._tracking() if track else None
         src = source if isinstance(source, VideoSource) else VideoSource(
             source if isinstance(source, SourceSpec) else parse_source(source, realtime=realtime),
@@ -372,6 +341,8 @@ class _Task:
         The task's own engine is one of them when its interpreter has a worker's thread count
         (`edgekit detect` loads it so for a file: see :func:`throughput_threads`), so the model is
         in memory only as often as there are workers."""
+        from edgekit.loop import THROUGHPUT_WORKERS, throughput_threads
+
         threads = throughput_threads(spec, perf, self.options.num_threads)
         if threads is None or self.model.delegate is Delegate.EDGETPU:
             return []  # one Edge TPU is one device: a second interpreter would only queue on it

@@ -139,3 +139,15 @@ def passed_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("EDGEKIT_ISOLATE_CACHE", raising=False)
     return tmp_path / "xdg" / "edgekit" / "isolation-passed.json"
+
+
+def _has_schema() -> bool:
+    """edgekit meta writes through the TFLite schema module of ai-edge-litert or TensorFlow
+    (tflite-runtime, 32-bit Pi OS's interpreter, has none)."""
+    import importlib.util
+
+    return any(importlib.util.find_spec(m) is not None for m in ("ai_edge_litert", "tensorflow"))
+
+
+needs_schema = pytest.mark.skipif(not _has_schema(), reason="edgekit meta needs the TFLite schema module of "
+                                  "ai-edge-litert or TensorFlow (pip install ai-edge-litert); this venv has neither")

@@ -38,11 +38,11 @@ from edgekit.commands._defaults import FieldDefault
 from edgekit.contract import OutputFormat, ResizeMode
 from edgekit.errors import InputError, ModelError
 from edgekit.labels import NO_LABELS_NOTE
-from edgekit.loop import Performance, Stream
+from edgekit.loop import Performance, Stream, throughput_threads
 from edgekit.outputs import output_file_arg
 from edgekit.results import FrameResult
 from edgekit.runtimes.loader import load_model
-from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions, throughput_threads
+from edgekit.tasks import Classifier, ClassifierOptions, Detector, DetectorOptions
 from edgekit.sources import VideoSource
 
 if TYPE_CHECKING:  # the sinks load with the flag that asks for them (--save, --show, --json): start-up time

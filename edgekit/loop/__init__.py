@@ -21,6 +21,7 @@ TFLite interpreter release the GIL while they work):
 from __future__ import annotations
 
 import enum
+import os
 import statistics
 import threading
 import time
@@ -32,15 +33,18 @@ import numpy as np
 from edgekit.errors import InputError
 from edgekit.preprocess import Transform
 from edgekit.results import FrameResult, StageTimes
-from edgekit.sources import Handoff, Frame, VideoSource, background_priority
+from edgekit.runtimes.loader import default_threads
+from edgekit.sources import Handoff, Frame, SourceKind, VideoSource, background_priority
 from edgekit.loop.summary import LoopSummary, SampleWindow
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # every task's result: made with the masks and poses it names, which a detector never loads
     from edgekit.results import Result
+    from edgekit.sources import SourceSpec
 
-__all__ = ["Engine", "LoopOptions", "LoopSummary", "Performance", "Stream", "SampleWindow"]
+__all__ = ["Engine", "LoopOptions", "LoopSummary", "Performance", "Stream", "SampleWindow", "THROUGHPUT_WORKERS",
+           "performance_of", "throughput_threads"]
 
 LIVE_OVERRUNS = 3  # frames in a row over a frame period before a live stream pipelines (see Stream._live_items)
 
@@ -79,6 +83,33 @@ class Performance(str, enum.Enum):
     AUTO = "auto"
     LATENCY = "latency"
     THROUGHPUT = "throughput"
+
+
+THROUGHPUT_WORKERS = 2  # interpreters side by side for Performance.THROUGHPUT
+THROUGHPUT_MIN_IMAGES = 8  # fewer images than this are not worth loading the model twice more
+
+
+def performance_of(value: Performance | str) -> Performance:
+    """``value`` as a Performance (its name in any case, as the CLI and the options give it)."""
+    try:
+        return value if isinstance(value, Performance) else Performance(str(value).lower())
+    except ValueError:
+        raise InputError(f"performance must be one of {', '.join(p.value for p in Performance)}, "
+                         f"got {value!r}") from None
+
+
+def throughput_threads(spec: SourceSpec, perf: Performance | str, num_threads: int | None) -> int | None:
+    """Each interpreter's thread count when a stream of ``spec`` runs THROUGHPUT, None when it runs
+    one interpreter for LATENCY (see :class:`~edgekit.loop.Performance`; ``num_threads``: the
+    task's option). The one place that decides; the Edge TPU always runs LATENCY."""
+    perf = performance_of(perf)
+    if spec.live or perf is Performance.LATENCY:
+        return None
+    if perf is Performance.AUTO and (
+            (os.cpu_count() or 1) < 2 or num_threads is not None
+            or (spec.kind is SourceKind.IMAGES and len(spec.images) < THROUGHPUT_MIN_IMAGES)):
+        return None
+    return max(1, (num_threads or default_threads()) // THROUGHPUT_WORKERS)
 
 
 @dataclass(frozen=True)

@@ -316,13 +316,13 @@ def test_a_task_loaded_at_a_workers_thread_count_is_one_of_its_workers(shared_mo
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """`edgekit detect` on a file loads the model single-threaded (throughput_threads): the task's own
     interpreter is one of the two workers, so the file is in memory twice, not three times."""
-    from edgekit.loop import Performance
+    from edgekit.loop import Performance, throughput_threads
     from edgekit.runtimes import load_model
-    from edgekit.tasks import DetectorOptions, throughput_threads
+    from edgekit.tasks import DetectorOptions
 
     model = shared_model(shared_models, "ssd_mobilenet_v1_coco_quant.tflite")
     monkeypatch.setattr("edgekit.tasks.os.cpu_count", lambda: 2)
-    monkeypatch.setattr("edgekit.tasks.default_threads", lambda: 2)
+    monkeypatch.setattr("edgekit.loop.default_threads", lambda: 2)
     assert throughput_threads(FILE, "auto", None) == 1
     assert throughput_threads(CAMERA, "auto", None) is None and throughput_threads(FILE, "latency", None) is None
     assert throughput_threads(FILE, "auto", 2) is None and throughput_threads(FILE, "throughput", 4) == 2

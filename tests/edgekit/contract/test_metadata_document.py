@@ -17,7 +17,7 @@ from edgekit.contract import BoxFormat, OutputFormat, Task
 from edgekit.contract.metadata import DetectionMetadata, ModelMetadata, QuantizationMetadata
 from edgekit.errors import ModelError
 from edgekit.runtimes.tensors import inspect_model
-from tests.conftest import shared_model
+from tests.conftest import needs_schema, shared_model
 
 MOBILENET = "mobilenet_v1_0.25_128_quant.tflite"
 # As edgekit 0.1 wrote a converted classifier (a source without its hash, a key of its own).
@@ -93,6 +93,7 @@ def test_meta_keeps_what_it_does_not_change() -> None:
         "ssd", "decode"}
 
 
+@needs_schema
 def test_files_edgekit_meta_writes_round_trip(shared_models: Path, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     src, out = shared_model(shared_models, MOBILENET), tmp_path / "mobilenet_meta.tflite"

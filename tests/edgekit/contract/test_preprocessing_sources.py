@@ -24,19 +24,9 @@ from edgekit.errors import ModelError
 from edgekit.preprocess import fit
 from edgekit.runtimes.support_metadata import SupportMetadata
 from edgekit.runtimes.tensors import inspect_model
-from tests.conftest import shared_model
+from tests.conftest import needs_schema, shared_model
 
 
-def _has_schema() -> bool:
-    """edgekit meta writes through the TFLite schema module of ai-edge-litert or TensorFlow
-    (tflite-runtime, 32-bit Pi OS's interpreter, has none)."""
-    import importlib.util
-
-    return any(importlib.util.find_spec(m) is not None for m in ("ai_edge_litert", "tensorflow"))
-
-
-needs_schema = pytest.mark.skipif(not _has_schema(), reason="edgekit meta needs the TFLite schema module of "
-                                  "ai-edge-litert or TensorFlow (pip install ai-edge-litert); this venv has neither")
 
 FACE = PRESETS["mediapipe-face-short-range"]
 SUPPORT = SupportMetadata(mean=(0.0,), std=(255.0,))
