@@ -95,7 +95,7 @@ class Dashboard:
 
     def __init__(self, config: DashboardConfig, *, overlay: Overlay = Overlay(),
                  status: Callable[[], dict[str, Any]] | None = None, trigger: Callable[[], str] | None = None,
-                 secrets: Iterable[str | None] = (), title: str = "", mode: DashboardMode = DashboardMode.DETECT) -> None:
+                 secrets: Iterable[str | None] = (), title: str = "", mode: DashboardMode | str = DashboardMode.DETECT) -> None:
         self.config = config
         self.state = ViewState(recent=config.recent, shifts=config.shifts)
         self.closing = threading.Event()
@@ -103,7 +103,7 @@ class Dashboard:
                                     quality=config.quality, closing=self.closing)
         self.feed = EventFeed(self.state)
         self.title = config.title or title or "edgekit"
-        self.mode = mode
+        self.mode = DashboardMode(mode)  # a plain "detect" / "parts" / "frames" too, as before the enum
         self._status, self._trigger = status, trigger if config.trigger else None
         self.redact = _Redactor([*secrets, config.token])
         self._server: ThreadingHTTPServer | None = None
