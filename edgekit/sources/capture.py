@@ -36,9 +36,9 @@ class ThreadedReading(BackgroundReading):
         return frame
 
     def _fresher(self, frame: Frame) -> Frame:
-        """A live frame older than half a frame period is swapped for the next one, due within
-        the other half: a model slower than the camera then starts on a frame about P/8 old on
-        average instead of P/2 (P = 1/fps), for at most P/2 of waiting."""
+        """A live frame older than a quarter of a frame period (reading.FRESH_AGE) is swapped
+        for the next one: a model slower than the camera then starts on a frame under P/4 old
+        (P = 1/fps) instead of up to P, for at most 3P/4 of waiting."""
         wait = self._stale_wait(frame.capture_ts)
         if wait is None:
             return frame

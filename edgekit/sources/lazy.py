@@ -17,7 +17,7 @@ __all__ = ["LazyReading"]
 class LazyReading(BackgroundReading):
     """A live source whose reader grabs now and decodes later (a realtime MJPG file, a V4L2
     camera): frames the model never sees are never decoded. With ``fresh``, a grabbed frame over
-    half a period old is passed over for the next one, decided before decoding."""
+    a quarter period old (reading.FRESH_AGE) is passed over for the next one, decided before decoding."""
 
     reader: LazyReader | None
 
@@ -60,7 +60,7 @@ class LazyReading(BackgroundReading):
 
     def _wait_if_stale(self) -> None:
         """(Holding ``_grabbed``.) The policy of ThreadedReading._fresher, decided before
-        decoding: wait for the next frame instead of decoding one over P/2 old."""
+        decoding: wait for the next frame instead of decoding one over P/4 old."""
         pending = self._pending
         wait = None if pending is None or not self._fresh else self._stale_wait(pending[1])
         if pending is not None and wait is not None:  # the grab that replaces it counts it as dropped
