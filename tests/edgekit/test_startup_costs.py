@@ -198,7 +198,15 @@ def test_classify_of_one_image_loads_only_what_it_uses(passed_cache: Path) -> No
     assert _loaded_of(later, NEVER_FOR_ONE_IMAGE + NOT_FOR_CLASSIFY) == []
 
 
+# What a later detect of one photo (no isolation child) has no use for either: the standard modules that
+# only start a child process or find a library file (ctypes.util runs `ldconfig -p` in a child).
+NOT_FOR_A_LATER_DETECT = ("ctypes.util", "subprocess", "shutil", "tempfile")
+
+
 def test_detect_on_one_image_loads_no_sink_it_was_not_asked_for(passed_cache: Path) -> None:
-    modules = _modules_of_a_run(["detect", "-m", str(SSD), "--source", str(DATA / "grace_hopper.png"), "-q"])
-    assert {"edgekit.commands.detect", "edgekit.loop", "edgekit.sources"} <= set(modules)
-    assert _loaded_of(modules, NEVER_FOR_ONE_IMAGE) == []
+    argv = ["detect", "-m", str(SSD), "--source", str(DATA / "grace_hopper.png"), "-q"]
+    first = _modules_of_a_run(argv)  # the isolation child runs
+    assert {"edgekit.commands.detect", "edgekit.loop", "edgekit.sources"} <= set(first)
+    assert _loaded_of(first, NEVER_FOR_ONE_IMAGE) == []
+    later = _modules_of_a_run(argv)  # the file passed here: no child
+    assert _loaded_of(later, NEVER_FOR_ONE_IMAGE + NOT_FOR_A_LATER_DETECT) == []
