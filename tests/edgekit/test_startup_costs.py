@@ -201,7 +201,9 @@ def test_classify_of_one_image_loads_only_what_it_uses(passed_cache: Path) -> No
 # What a later detect of one photo (no isolation child) has no use for either: the standard modules that
 # only start a child process or find a library file (ctypes.util runs `ldconfig -p` in a child).
 # The TFLite Support metadata reader loads for a file that carries that metadata (the SSD has none).
-NOT_FOR_A_LATER_DETECT = ("ctypes.util", "subprocess", "shutil", "tempfile", "edgekit.runtimes.support_metadata")
+# statistics (with random and bisect) only paces a live source.
+NOT_FOR_A_LATER_DETECT = ("ctypes.util", "subprocess", "shutil", "tempfile", "edgekit.runtimes.support_metadata",
+                          "statistics", "random")
 
 
 def test_detect_on_one_image_loads_no_sink_it_was_not_asked_for(passed_cache: Path) -> None:
