@@ -1,16 +1,16 @@
 """The TFLite flatbuffer's tables as plain values (what :mod:`edgekit.runtimes.tflite_file` reads
 and :mod:`edgekit.runtimes.graph_check` checks); pure Python, no reading here.
 
-A file's tensors, operators and buffers are immutable NamedTuples (pycoral's kind of record): a
-frozen dataclass costs 0.8 ms to create at import (its methods are compiled from source), a
-NamedTuple 0.1 ms, and an instance of one is made 3x faster, for every tensor and buffer of a
-file on each load. The whole file stays a frozen dataclass.
+The file and its tensors, operators and buffers are immutable NamedTuples (pycoral's kind of
+record): a frozen dataclass costs 0.8 ms to create at import (its methods are compiled from
+source), a NamedTuple 0.1 ms, and an instance of one is made 3x faster, for every tensor and
+buffer of a file on each load.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
 
 from edgekit.runtimes._opnames import BUILTIN_OPS
 
@@ -77,8 +77,10 @@ class BufferDef(NamedTuple):
     size: int
 
 
-@dataclass(frozen=True)
-class TFLiteFile:
+_NO_METADATA: Mapping[str, int] = MappingProxyType({})
+
+
+class TFLiteFile(NamedTuple):
     """What the flatbuffer says, checked against the file's size."""
 
     size_bytes: int
@@ -87,7 +89,7 @@ class TFLiteFile:
     opcodes: tuple[str, ...]
     subgraphs: tuple[SubgraphDef, ...]
     buffers: tuple[BufferDef, ...]
-    metadata: dict[str, int] = field(default_factory=dict)  # name -> buffer index
+    metadata: Mapping[str, int] = _NO_METADATA  # name -> buffer index
     signature_keys: tuple[str, ...] = ()
     opcode_versions: tuple[int, ...] = ()
 
