@@ -11,7 +11,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from edgekit.commands._help import HelpFormatter
 from edgekit.errors import EdgekitError
@@ -181,7 +181,10 @@ def _restore(env: dict[str, str | None]) -> None:
 ISOLATED_COMMANDS = frozenset({"classify", "detect", "inspect", "segment", "pose"})
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, loaded: Callable[[], None] | None = None) -> int:
+    """Run ``edgekit ARGV``; the exit status. ``loaded`` is called once the command's modules are
+    imported, before its arguments are parsed (the console script settles the heap there: see
+    edgekit._entry)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_of(argv)
     prog = f"edgekit {command}" if command else "edgekit"
@@ -191,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not _wants_native_logs(argv):
             restore = _quiet_native_logs()
         parser = build_parser(command or "")
+        if loaded is not None:
+            loaded()
         args, extra = parser.parse_known_args(argv)
         if extra:  # said by the command's own parser, so the hint names its --help
             _subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")

@@ -10,7 +10,7 @@ import platform
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from edgekit.errors import DelegateError, InputError
 
@@ -115,8 +115,7 @@ class EdgeTPUDevice:
         return self.option or "any"
 
 
-@dataclass(frozen=True)
-class DelegateSpec:
+class DelegateSpec(NamedTuple):
     """A delegate and, for the Edge TPU, which one: ``edgetpu:usb:1`` read once (:meth:`Delegate.parse`
     says what is wrong with a bad one); ``str()`` spells it back."""
 

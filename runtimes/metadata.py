@@ -14,9 +14,11 @@ from typing import Any
 from edgekit.errors import ModelError
 from edgekit.runtimes.tflite_file import TFLiteFile
 
-__all__ = ["METADATA_NAME", "MAX_METADATA_BYTES", "read_metadata", "other_metadata_names"]
+__all__ = ["METADATA_NAME", "SUPPORT_METADATA_NAME", "MAX_METADATA_BYTES", "read_metadata", "other_metadata_names"]
 
 METADATA_NAME = "edgekit"
+# TFLite Support's own entry (MediaPipe, Model Maker), read by edgekit.runtimes.support_metadata
+SUPPORT_METADATA_NAME = "TFLITE_METADATA"
 MAX_METADATA_BYTES = 16 * 1024**2
 
 

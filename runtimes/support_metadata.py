@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 from edgekit.errors import ModelError
 from edgekit.runtimes.flatbuffer import FlatReader
+from edgekit.runtimes.metadata import SUPPORT_METADATA_NAME
 from edgekit.runtimes.tflite_file import TFLiteFile
 
 __all__ = ["SUPPORT_METADATA_NAME", "ColorSpace", "SupportMetadata", "read_support_metadata"]
 
-SUPPORT_METADATA_NAME = "TFLITE_METADATA"
 _IMAGE_PROPERTIES = 2  # ContentProperties union member
 _NORMALIZATION = 1  # ProcessUnitOptions union member
 _AXIS_LABELS = 2  # AssociatedFileType.TENSOR_AXIS_LABELS

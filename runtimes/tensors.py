@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from edgekit.runtimes.metadata import other_metadata_names, read_metadata
-from edgekit.runtimes.support_metadata import SupportMetadata, read_support_metadata
+from edgekit.runtimes.metadata import SUPPORT_METADATA_NAME, other_metadata_names, read_metadata
 from edgekit.runtimes.tflite_file import TensorDef, TFLiteFile
 from edgekit.runtimes.validate import validate_model_file
+
+if TYPE_CHECKING:  # its reader loads for a file that carries it (see _support): start-up
+    from edgekit.runtimes.support_metadata import SupportMetadata
 
 __all__ = ["TensorSpec", "ModelInfo", "inspect_model", "model_info"]
 
@@ -115,8 +117,18 @@ def model_info(path: str, data: bytes, parsed: TFLiteFile) -> ModelInfo:
         custom_ops=tuple(parsed.custom_ops()), subgraphs=len(parsed.subgraphs),
         metadata=read_metadata(data, parsed), other_metadata=tuple(other_metadata_names(parsed)),
         signatures=parsed.signature_keys, num_classes=_postprocess_classes(parsed),
-        support=read_support_metadata(data, parsed),
+        support=_support(data, parsed),
     )
+
+
+def _support(data: bytes, parsed: TFLiteFile) -> SupportMetadata | None:
+    """The file's TFLite Support metadata; its reader is imported only for a file that has the entry
+    (MediaPipe, Model Maker; not a Coral SSD): 1 ms of every other load's start-up."""
+    if SUPPORT_METADATA_NAME not in parsed.metadata:
+        return None
+    from edgekit.runtimes.support_metadata import read_support_metadata
+
+    return read_support_metadata(data, parsed)
 
 
 def _postprocess_classes(parsed: TFLiteFile) -> int | None:

@@ -74,7 +74,7 @@ def validate_model_file(path: str | os.PathLike[str]) -> tuple[bytes, TFLiteFile
 # for byte (a memcmp, 0.2 ms for 4 MB, where a hash of them took 6 ms on x86 and far longer on a
 # Pi); the interpreter holds the bytes of a loaded model anyway (without a copy: the throughput
 # workers of one file share them, 4 MB for SSD MobileNet), and a file larger than _KEEP_BYTES is
-# not kept after it. TFLiteFile is frozen.
+# not kept after it. TFLiteFile is immutable (a NamedTuple).
 _LAST: list[Any] = []
 _KEEP_BYTES = 64 * 1024**2
 _LAST_LOCK = threading.Lock()

@@ -16,7 +16,7 @@ reads or writes the document's keys: it reads and builds these fields, or reads
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 from edgekit.contract.enums import BoxFormat, OutputFormat, Task
 from edgekit.contract.segmentation import SegmentationLayout
@@ -96,8 +96,7 @@ def _optional(value: Any, kind: Callable[[Any], T]) -> T | None:
         return None
 
 
-@dataclass(frozen=True)
-class QuantizationMetadata:
+class QuantizationMetadata(NamedTuple):
     """The metadata's ``quantization`` table: how the converter made the file (a record; None: not said)."""
 
     mode: str | None = None

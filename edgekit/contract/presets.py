@@ -16,8 +16,7 @@ behind it warps bilinearly (``cv::INTER_LINEAR``) whatever the shrink, on its ow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -30,8 +29,7 @@ _IMAGE_TO_TENSOR = "mediapipe/calculators/tensor/image_to_tensor_converter_openc
                    "INTER_LINEAR, BORDER_CONSTANT 0)"
 
 
-@dataclass(frozen=True)
-class Preset:
+class Preset(NamedTuple):
     """A family's reference preprocessing and decoding, and the signature that recognises it.
 
     ``mean``/``std`` give ``real = (pixel - mean) / std`` for float inputs (None: quantized inputs

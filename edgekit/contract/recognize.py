@@ -10,8 +10,7 @@ or the converter's view of a flatbuffer).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence, overload
+from typing import Any, Mapping, NamedTuple, Sequence, overload
 
 import numpy as np
 
@@ -93,8 +92,7 @@ def yolo_layout(shape: Sequence[int], num_labels: int | None = None) -> YoloLayo
     return YoloLayout.V8 if s[1] < s[2] else YoloLayout.V5
 
 
-@dataclass(frozen=True)
-class YoloOutputs:
+class YoloOutputs(NamedTuple):
     """Where a YOLO model's numbers are: one raw head (``boxes == scores``), or two outputs.
 
     ``layout`` is the raw head's; for two outputs ``transposed`` says they are (1, N, 4) and

@@ -247,8 +247,7 @@ def resize_mode(value: ResizeMode | str | None, metadata: Mapping[str, Any] | No
     return ResizeMode.parse(chosen)
 
 
-@dataclass(frozen=True)
-class ImageInput:
+class ImageInput(NamedTuple):
     """Where an image goes in a model's input tensor: its size and where the channels sit."""
 
     width: int

@@ -14,7 +14,6 @@ A setting of the whole process: the command-line tools call it, the library neve
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 __all__ = ["release_frames_when_freed"]
@@ -28,8 +27,10 @@ def release_frames_when_freed() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        # The symbols this process already has (dlopen(NULL)): the C library Python runs on, whatever
+        # its file is called. Not ctypes.util.find_library("c"): it runs `ldconfig -p` in a child
+        # process and imports subprocess, shutil and tempfile (5-7 ms of every command's start-up).
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # musl (Alpine) has no mallopt
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int

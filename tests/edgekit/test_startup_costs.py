@@ -198,7 +198,39 @@ def test_classify_of_one_image_loads_only_what_it_uses(passed_cache: Path) -> No
     assert _loaded_of(later, NEVER_FOR_ONE_IMAGE + NOT_FOR_CLASSIFY) == []
 
 
+# What a later detect of one photo (no isolation child) has no use for either: the standard modules that
+# only start a child process or find a library file (ctypes.util runs `ldconfig -p` in a child).
+# The TFLite Support metadata reader loads for a file that carries that metadata (the SSD has none).
+# statistics (with random and bisect) only paces a live source.
+NOT_FOR_A_LATER_DETECT = ("ctypes.util", "subprocess", "shutil", "tempfile", "edgekit.runtimes.support_metadata",
+                          "statistics", "random")
+
+
 def test_detect_on_one_image_loads_no_sink_it_was_not_asked_for(passed_cache: Path) -> None:
-    modules = _modules_of_a_run(["detect", "-m", str(SSD), "--source", str(DATA / "grace_hopper.png"), "-q"])
-    assert {"edgekit.commands.detect", "edgekit.loop", "edgekit.sources"} <= set(modules)
-    assert _loaded_of(modules, NEVER_FOR_ONE_IMAGE) == []
+    argv = ["detect", "-m", str(SSD), "--source", str(DATA / "grace_hopper.png"), "-q"]
+    first = _modules_of_a_run(argv)  # the isolation child runs
+    assert {"edgekit.commands.detect", "edgekit.loop", "edgekit.sources"} <= set(first)
+    assert _loaded_of(first, NEVER_FOR_ONE_IMAGE) == []
+    later = _modules_of_a_run(argv)  # the file passed here: no child
+    assert _loaded_of(later, NEVER_FOR_ONE_IMAGE + NOT_FOR_A_LATER_DETECT) == []
+
+
+def test_the_console_script_freezes_what_its_imports_made_and_the_library_never_does() -> None:
+    """edgekit._entry turns the collector off while the command loads and freezes what the imports made
+    (gc.freeze): the collector is on again for the run. edgekit.cli.main called from other code leaves
+    the process's collector alone."""
+    import gc
+
+    from edgekit import cli
+
+    code = ("import gc, json, sys; from edgekit._entry import main; sys.argv[0] = 'edgekit'; code = main(); "
+            "print(json.dumps([code, gc.isenabled(), gc.get_freeze_count()]))")
+    argv = ["detect", "-m", str(SSD), "--source", str(DATA / "grace_hopper.png"), "-q"]
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "EDGEKIT_ISOLATE": "0"})
+    assert out.returncode == 0, out.stderr
+    status, enabled, frozen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert status == 0 and enabled and frozen > 10_000  # numpy's, OpenCV's and edgekit's modules and classes
+    before = gc.get_freeze_count()
+    assert cli.main(["info", str(SMALL)]) == 0
+    assert gc.isenabled() and gc.get_freeze_count() == before
