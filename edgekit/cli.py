@@ -8,10 +8,11 @@ EDGEKIT_DEBUG=1 is set.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
-from typing import Callable, NoReturn, Sequence
+from typing import Callable, Iterator, NoReturn, Sequence
 
 from edgekit.commands._help import HelpFormatter
 from edgekit.errors import EdgekitError
@@ -89,11 +90,13 @@ def build_parser(command: str | None = None) -> Parser:
             if not command:  # listed in --help and in a misspelt command's choices; never parsed. With a
                 sub.add_parser(name, help=summary, add_help=False)  # command chosen, the others are not built
             continue
+        seen: list[int] = []
         try:
-            mod = importlib.import_module(f"edgekit.commands.{name}")
+            with _noting_sigint(seen):
+                mod = importlib.import_module(f"edgekit.commands.{name}")
         except ImportError as exc:
-            if _interrupted(exc):  # Ctrl-C inside a library's import, which words it as an ImportError (numpy)
-                raise KeyboardInterrupt from None
+            if seen or _interrupted(exc):  # Ctrl-C inside a library's import, which words it as an
+                raise KeyboardInterrupt from None  # ImportError and may drop the KeyboardInterrupt (numpy)
             from edgekit.errors import SetupError
 
             raise SetupError(f"the {name!r} command cannot be loaded ({type(exc).__name__}: {exc}); this "
@@ -119,6 +122,33 @@ def _add_verbose(p: argparse.ArgumentParser) -> None:
     from edgekit.commands._common import add_verbose_argument
 
     add_verbose_argument(p)
+
+
+@contextlib.contextmanager
+def _noting_sigint(seen: list[int]) -> Iterator[None]:
+    """While the body runs, a SIGINT is noted in ``seen`` as well as raised as KeyboardInterrupt,
+    where Python's own handler is the one installed (else nothing changes): numpy's import turns an
+    interrupt into an ImportError that does not always chain it."""
+    import _signal
+
+    previous = _signal.getsignal(_signal.SIGINT)
+    if previous is not _signal.default_int_handler:
+        yield
+        return
+
+    def note(signum: int, frame: object) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        _signal.signal(_signal.SIGINT, note)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        _signal.signal(_signal.SIGINT, previous)
 
 
 def _interrupted(exc: BaseException) -> bool:
