@@ -15,7 +15,7 @@ import sys
 from typing import Callable, Iterator, NoReturn, Sequence
 
 from edgekit.commands._help import HelpFormatter
-from edgekit.errors import EdgekitError
+from edgekit.errors import EdgekitError, interrupted_in
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -95,7 +95,7 @@ def build_parser(command: str | None = None) -> Parser:
             with _noting_sigint(seen):
                 mod = importlib.import_module(f"edgekit.commands.{name}")
         except ImportError as exc:
-            if seen or _interrupted(exc):  # Ctrl-C inside a library's import, which words it as an
+            if seen or interrupted_in(exc):  # Ctrl-C inside a library's import, which words it as an
                 raise KeyboardInterrupt from None  # ImportError and may drop the KeyboardInterrupt (numpy)
             from edgekit.errors import SetupError
 
@@ -149,17 +149,6 @@ def _noting_sigint(seen: list[int]) -> Iterator[None]:
         yield
     finally:
         _signal.signal(_signal.SIGINT, previous)
-
-
-def _interrupted(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    for _ in range(20):
-        if seen is None:
-            return False
-        if isinstance(seen, KeyboardInterrupt):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _command_of(argv: Sequence[str]) -> str | None:

@@ -17,6 +17,7 @@ __all__ = [
     "SetupError",
     "ConversionError",
     "AccuracyGateError",
+    "interrupted_in",
 ]
 
 
@@ -63,3 +64,17 @@ class AccuracyGateError(ConversionError):
     """A converted model lost more accuracy than allowed (--max-drop); the CLI exits with 3."""
 
     exit_code = 3
+
+
+def interrupted_in(exc: BaseException) -> bool:
+    """Whether ``exc`` came of a Ctrl-C: a KeyboardInterrupt in its chain of causes. A native
+    module's import that a SIGINT cuts short fails as an ImportError caused by it (pybind11's
+    "initialization failed"); such a failure must end as an interrupt, never as a missing package."""
+    seen: BaseException | None = exc
+    for _ in range(20):
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from edgekit.errors import BackendError
+from edgekit.errors import BackendError, interrupted_in
 
 __all__ = ["Backend", "BACKEND_ORDER", "ENV_VAR", "available_backends", "resolve_backend"]
 
@@ -88,6 +88,8 @@ def _load(name: str) -> Backend:
         else:
             raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_ORDER)}")
     except ImportError as exc:
+        if interrupted_in(exc):  # Ctrl-C during the import, not a missing package: never try the next backend
+            raise KeyboardInterrupt from exc
         raise BackendError(f"{name} is not installed ({exc}). Run: {_INSTALL[name]}") from exc
     resolver = getattr(mod, "OpResolverType", None)
     if resolver is None and name == "tensorflow":

@@ -254,6 +254,25 @@ def test_backend_resolution(monkeypatch: pytest.MonkeyPatch, gone: list[str],
             assert backends.resolve_backend().name == expected
 
 
+def test_a_ctrl_c_inside_the_interpreters_import_is_an_interrupt_not_a_missing_backend(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pybind11 reports a SIGINT inside a native module's init as "ImportError: initialization
+    failed" caused by the KeyboardInterrupt: edgekit must not take that for a missing package and
+    fall back to the next interpreter (it once went on to TensorFlow's, exit 0, after a Ctrl-C)."""
+    def cut_short(name: str) -> Any:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise ImportError("initialization failed") from exc
+
+    monkeypatch.setattr(backends.importlib, "import_module", cut_short)
+    monkeypatch.setattr(backends, "_cache", {})
+    monkeypatch.delenv(backends.ENV_VAR, raising=False)
+    with pytest.raises(KeyboardInterrupt):
+        backends.resolve_backend()
+    assert backends._cache == {}
+
+
 def test_unknown_backend_argument(shared_models: Path) -> None:
     with pytest.raises(BackendError, match="choose one of ai_edge_litert, tflite_runtime, tensorflow"):
         load_model(shared_model(shared_models, SMALL), backend="tflite-micro")
