@@ -22,9 +22,11 @@ The device side never imports TensorFlow; ``edgekit.converters`` (the workstatio
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from edgekit._lazy import exported_names, load_export
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the console script's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Names are imported when first used (PEP 562), so `import edgekit.runtimes` or
 # `import edgekit.contract` loads numpy and the interpreter alone: no OpenCV, no video loop.

@@ -12,9 +12,26 @@ makes it, never the library or :func:`edgekit.cli.main` called from other code.
 
 from __future__ import annotations
 
-import gc
-import sys
-from typing import Any
+import _signal
+import os
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    """Ctrl-C before :func:`main` runs (the console script's own imports, edgekit's package):
+    nothing is open or written yet, so the process ends at once, as it would later."""
+    os.write(2, b"edgekit: interrupted\n")
+    os._exit(130)
+
+
+if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:  # not one the caller set
+    _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+
+import gc  # noqa: E402 - after the handler: a Ctrl-C from here on is answered in one line
+import sys  # noqa: E402
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _redeliver_interrupts(hook: Any) -> Any:
@@ -43,6 +60,8 @@ def _settle_heap() -> None:
 
 
 def main() -> int:
+    if _signal.getsignal(_signal.SIGINT) is _interrupted_while_starting:  # from here on, KeyboardInterrupt
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)  # is caught and said below and by the CLI
     sys.unraisablehook = _redeliver_interrupts(sys.unraisablehook)
     gc.disable()  # until _settle_heap: nothing the imports make is garbage worth a pass
     try:
