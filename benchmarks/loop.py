@@ -178,11 +178,11 @@ class EmulatedCamera:
         return (frame if ok else None), self.start + oldest * self.period
 
 
-def reaction_ms(captured: list[float], done: list[float], n: int = 2000) -> float:
+def reaction_ms(marks: list[tuple[float, float]], n: int = 2000) -> float:
     """The median time from an event at a random moment to the first result whose frame was
     captured at or after it (ms): what a reject waits for. Fewer frames inferred, each fresher,
     can leave it unchanged while capture-to-result latency falls."""
-    caps, ends = np.asarray(captured), np.asarray(done)
+    caps, ends = (np.asarray(m) for m in zip(*marks)) if marks else (np.zeros(0), np.zeros(0))
     if len(caps) < 4:
         return float("nan")
     events = np.random.default_rng(0).uniform(caps[1], caps[-2], n)
@@ -341,12 +341,12 @@ def latency(det: Detector, tmp: Path, fps: float, args: argparse.Namespace) -> N
                 _, lat_b = naive(det, video, fps, args.buffers, decode=name == "b+", marks=marks)
                 got[name].append((float(np.percentile(lat_b, 50)), float(np.percentile(lat_b, 99)), 0.0))
                 if name == "b":
-                    reaction["b"].append(reaction_ms(*zip(*marks)))  # type: ignore[arg-type]
+                    reaction["b"].append(reaction_ms(marks))
             else:
                 marks = []
                 fps_c, p50_c, p99_c, stages = pipelined(det, video, fps, marks)
                 got["c"].append((p50_c, p99_c, fps_c))
-                reaction["c"].append(reaction_ms(*zip(*marks)))  # type: ignore[arg-type]
+                reaction["c"].append(reaction_ms(marks))
     a50, b50, bd50, c50 = ([x[0] for x in got[k]] for k in ("a", "b", "b+", "c"))
     b99, c99 = (statistics.median(x[1] for x in got[k]) for k in ("b", "c"))
     c_fps, infer_ms = statistics.median(x[2] for x in got["c"]), statistics.median(a50)

@@ -6,6 +6,7 @@ package loads only what its caller uses (`edgekit --version` loads neither numpy
 from __future__ import annotations
 
 import importlib
+
 TYPE_CHECKING = False  # typing not imported at run time: edgekit's package loads before the CLI's Ctrl-C handling
 if TYPE_CHECKING:
     from typing import Any, Iterable, Mapping, MutableMapping

@@ -36,6 +36,7 @@ log = logging.getLogger("edgekit.sources")
 # inferred, each fresher. A model faster than the camera takes each frame as it comes either way.
 FRESH_AGE = 0.25
 
+
 class SourceReading(abc.ABC):
     """One way of reading ``reader`` (opened for ``spec``); it closes the reader when done."""
 

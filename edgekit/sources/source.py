@@ -37,7 +37,8 @@ class ReadMode(str, enum.Enum):
 class VideoSource:
     """A camera, file, stream, image folder or Pi camera, read as ``mode`` says. A context
     manager; :meth:`close` is safe twice. ``fresh``: a live frame over a quarter of a frame
-    period old is swapped for the next one (False: always the newest at once). ``buffer``: how many frames of a file a capture thread reads ahead.
+    period old is swapped for the next one (False: always the newest at once). ``buffer``: how
+    many frames of a file a capture thread reads ahead.
 
     Raises:
         InputError (on creation): ``mode`` is PULL for a live source.

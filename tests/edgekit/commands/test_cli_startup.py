@@ -50,6 +50,32 @@ def test_a_command_that_cannot_be_imported_is_an_error(monkeypatch: pytest.Monke
     assert err.count("\n") == 1 and "'keygen' command cannot be loaded" in err and "reinstall" in err
 
 
+def test_a_ctrl_c_that_an_import_swallows_into_an_unchained_importerror_is_still_an_interrupt(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """numpy's import can turn a SIGINT into an ImportError that does not chain the KeyboardInterrupt:
+    the CLI notes the signal while a command's modules import and ends 'interrupted', exit 130."""
+    def swallowing_import(name: str) -> object:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # Python's handler raises KeyboardInterrupt at once
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        raise ImportError("numpy's message, with no cause")  # not `from` it: the chain is gone
+
+    monkeypatch.setattr(cli.importlib, "import_module", swallowing_import)
+    assert cli.main(["classify", "x"]) == 130
+    assert capsys.readouterr().err.strip() == "edgekit classify: interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back after the import
+
+
+def test_a_ctrl_c_before_main_runs_is_one_line_and_exit_130() -> None:
+    """The console script imports edgekit._entry before main() runs: a SIGINT there ends at once."""
+    code = "import os, signal, time, edgekit._entry; os.kill(os.getpid(), signal.SIGINT); time.sleep(5)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (out.returncode, out.stderr) == (130, "edgekit: interrupted\n")
+
+
 @pytest.mark.parametrize("argv, head", [
     ([], "edgekit: error: give a command"),
     (["detct"], "edgekit: error: argument COMMAND: invalid choice: 'detct'"),
